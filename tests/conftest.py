@@ -1,0 +1,98 @@
+"""Test harness: a real Spark standalone cluster (master + 2 workers on 127.0.0.1, 1 core each,
+fake GPU addresses from a discovery script) started once per session from pyspark's own jars, and a
+local[2] SparkContext for fast tests.
+
+A Python process holds one SparkContext at a time, so the two fixtures share one slot: asking for
+the other kind stops the current context first. Tests are ordered so that local tests run before
+cluster tests and the switch happens once.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+os.environ.setdefault("PYSPARK_PYTHON", __import__("sys").executable)
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from tfos_notebook.devcluster import StandaloneCluster  # noqa: E402
+
+
+class _SparkSlot:
+    def __init__(self) -> None:
+        self.kind: str | None = None
+        self.spark = None
+
+    def get(self, kind: str, conf: dict[str, str]):
+        from pyspark.sql import SparkSession
+
+        if self.kind == kind and self.spark is not None:
+            return self.spark
+        self.stop()
+        builder = SparkSession.builder.appName(f"tfos-tests-{kind}")
+        for k, v in conf.items():
+            builder = builder.config(k, v)
+        self.spark = builder.getOrCreate()
+        self.kind = kind
+        return self.spark
+
+    def stop(self) -> None:
+        if self.spark is not None:
+            self.spark.stop()
+        self.spark, self.kind = None, None
+
+
+_slot = _SparkSlot()
+
+
+def pytest_collection_modifyitems(config, items):
+    # local tests first, then the standalone cluster ones: one context switch per session.
+    items.sort(key=lambda item: 1 if "standalone" in getattr(item, "fixturenames", ()) else 0)
+
+
+@pytest.fixture(scope="session")
+def standalone_cluster():
+    cluster = StandaloneCluster(workers=2, cores=1, gpus_per_worker=2).start()
+    yield cluster
+    _slot.stop()
+    cluster.stop()
+
+
+@pytest.fixture
+def standalone(standalone_cluster):
+    """A SparkSession on the standalone cluster, with both executors registered."""
+    spark = _slot.get("standalone", {
+        **standalone_cluster.spark_conf(gpus_per_task=1),
+        "spark.scheduler.barrier.maxConcurrentTasksCheck.interval": "1s",
+        "spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures": "1",
+    })
+    _wait_for_executors(spark.sparkContext, standalone_cluster.workers)
+    return spark
+
+
+@pytest.fixture
+def local_spark():
+    """A local[2] SparkSession for fast tests."""
+    return _slot.get("local", {
+        "spark.master": "local[2]",
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.ui.enabled": "false",
+    })
+
+
+def _wait_for_executors(sc, n: int, timeout: float = 60.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if len(sc._jsc.sc().getExecutorMemoryStatus()) - 1 >= n:  # minus the driver
+            return
+        time.sleep(0.2)
+    raise TimeoutError(f"{n} executors did not register within {timeout}s")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    _slot.stop()

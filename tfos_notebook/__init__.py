@@ -1,0 +1,26 @@
+"""tfos_notebook: distributed TensorFlow training on Apache Spark, driven from notebooks.
+
+    from tfos_notebook import TFCluster, InputMode
+    cluster = TFCluster.run(sc, main_fun, args, num_executors=2)
+    cluster.shutdown()
+"""
+
+from .compat import tfcluster as TFCluster  # noqa: N812  (TensorFlowOnSpark's module name)
+from .compat.tfcluster import InputMode
+from .runtime import (
+    ConfigError,
+    LaunchError,
+    NodeContext,
+    NodeError,
+    PreflightError,
+    ReservationTimeout,
+    Run,
+    RunStopped,
+    SparkJobError,
+    TFOSError,
+)
+
+__version__ = "0.1.0"
+
+__all__ = ["ConfigError", "InputMode", "LaunchError", "NodeContext", "NodeError", "PreflightError",
+           "ReservationTimeout", "Run", "RunStopped", "SparkJobError", "TFCluster", "TFOSError"]

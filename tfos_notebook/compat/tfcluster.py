@@ -1,0 +1,77 @@
+"""``TFCluster`` with TensorFlowOnSpark's names: ``run`` starts a cluster and returns a handle whose
+``shutdown`` waits for it. Existing TFoS programs change only their import line."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..runtime.launch import ConfigError, Run
+
+
+class InputMode:
+    """How data reaches the nodes: TensorFlow reads it itself, or Spark feeds it."""
+
+    TENSORFLOW = 0
+    SPARK = 1
+
+
+class TFCluster:
+    """A running cluster, returned by :func:`run`. ``run_handle`` is the underlying :class:`Run`,
+    whose ``events`` stream feeds every view."""
+
+    def __init__(self, run_handle: Run, input_mode: int) -> None:
+        self.run_handle = run_handle
+        self.input_mode = input_mode
+
+    @property
+    def cluster_spec(self) -> dict[str, list[str]]:
+        return self.run_handle.cluster_spec
+
+    @property
+    def cluster_id(self) -> str:
+        return self.run_handle.run_id
+
+    def shutdown(self, ssc: Any = None, grace_secs: float = 0, timeout: float = 259200) -> Any:
+        """Wait for the training nodes to finish, give ps/evaluator nodes ``grace_secs`` more,
+        then stop them. Raises the run's error (``NodeError`` with the failing node's traceback...).
+        Never stops the SparkContext. Returns the chief's return value."""
+        if ssc is not None:
+            raise ConfigError("Spark Streaming (ssc) is not supported; feed a DataFrame or RDD instead")
+        self.run_handle.background_grace_secs = float(grace_secs)
+        return self.run_handle.wait(timeout)
+
+
+def run(sc, map_fun, tf_args, num_executors: int, num_ps: int = 0, tensorboard: bool = False,
+        input_mode: int = InputMode.TENSORFLOW, log_dir: str | None = None, driver_ps_nodes: bool = False,
+        master_node: str | None = "chief", reservation_timeout: float = 600, queues: Any = None,
+        eval_node: bool = False, release_port: bool = True, **kwargs: Any) -> TFCluster:
+    """Start ``map_fun(tf_args, ctx)`` on ``num_executors`` nodes and return once all registered.
+
+    Args:
+        sc: the SparkContext.
+        map_fun: the function every node runs; ``ctx`` has job_name, task_index, cluster_spec...
+        tf_args: passed to ``map_fun`` as is (argparse namespace, dict, list...).
+        num_executors: nodes in the cluster, ps and evaluator included.
+        num_ps: parameter-server nodes. master_node: ``"chief"`` (default) or None for workers only.
+        eval_node: add an evaluator node. log_dir: handed to the nodes as ``ctx.log_dir``.
+        reservation_timeout: seconds for all nodes to register before failing with findings.
+        kwargs: passed to :class:`tfos_notebook.runtime.Run` (``model_dir``, ``env``, ``gpus_per_node``...).
+
+    Raises:
+        PreflightError: the cluster cannot run the nodes (too few slots, dynamic allocation, GPUs).
+        ReservationTimeout: not every node registered in time.
+        ConfigError: impossible arguments.
+    """
+    if driver_ps_nodes:
+        raise ConfigError("driver_ps_nodes=True is not supported: ps nodes run on executors")
+    if input_mode not in (InputMode.TENSORFLOW, InputMode.SPARK):
+        raise ConfigError(f"input_mode must be InputMode.TENSORFLOW or InputMode.SPARK, got {input_mode!r}")
+    if input_mode == InputMode.SPARK:
+        raise ConfigError("InputMode.SPARK is not available yet in this version; read data with "
+                          "InputMode.TENSORFLOW")
+    if tensorboard:
+        raise ConfigError("tensorboard=True is not available yet in this version")
+    handle = Run(sc, map_fun, tf_args, num_executors, num_ps=num_ps, master_node=master_node,
+                 eval_node=eval_node, log_dir=log_dir, reservation_timeout=reservation_timeout, **kwargs).start()
+    handle.wait_for_reservations(reservation_timeout)
+    return TFCluster(handle, input_mode)

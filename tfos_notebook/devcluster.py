@@ -1,0 +1,199 @@
+"""A real Spark standalone cluster on 127.0.0.1, started from pyspark's own jars.
+
+Used by the test suite and the benchmarks, and handy for trying multi-executor behaviour on a
+laptop: ``python -m tfos_notebook.devcluster`` starts one and prints its master URL.
+
+The pip ``pyspark`` package ships no ``sbin/start-*.sh`` scripts, so the master and workers are
+started with ``bin/spark-class`` directly. Each worker advertises fake GPU addresses through a
+discovery script, so GPU scheduling (task resources, addresses) is exercised for real on a machine
+without GPUs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that is free on ``host`` right now."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def spark_home() -> str:
+    """The folder of the installed pyspark package, which is a complete SPARK_HOME."""
+    import pyspark
+
+    return os.path.dirname(pyspark.__file__)
+
+
+def _wait_for_port(host: str, port: int, timeout: float, proc: subprocess.Popen, log: Path) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"Spark process exited with {proc.returncode}; log:\n{log.read_text()[-3000:]}")
+        try:
+            with socket.create_connection((host, port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.2)
+    raise TimeoutError(f"Spark process did not open {host}:{port} in {timeout:.0f}s; log:\n{log.read_text()[-3000:]}")
+
+
+@dataclass
+class StandaloneCluster:
+    """A master and ``workers`` workers on 127.0.0.1.
+
+    Args:
+        workers: number of worker processes.
+        cores: cores each worker offers.
+        memory: memory each worker offers (Spark size string).
+        gpus_per_worker: fake GPU addresses each worker advertises (0 for none).
+    """
+
+    workers: int = 2
+    cores: int = 1
+    memory: str = "3g"
+    gpus_per_worker: int = 2
+    host: str = "127.0.0.1"
+    root: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="tfos-devcluster-")))
+    master_port: int = 0
+    _procs: list[subprocess.Popen] = field(default_factory=list)
+
+    @property
+    def master_url(self) -> str:
+        return f"spark://{self.host}:{self.master_port}"
+
+    def _env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env["SPARK_HOME"] = spark_home()
+        env["SPARK_LOCAL_IP"] = self.host
+        env.setdefault("PYSPARK_PYTHON", sys.executable)
+        env["SPARK_NO_DAEMONIZE"] = "1"
+        return env
+
+    def _spawn(self, name: str, args: list[str]) -> tuple[subprocess.Popen, Path]:
+        log = self.root / f"{name}.log"
+        cmd = [os.path.join(spark_home(), "bin", "spark-class"), *args]
+        proc = subprocess.Popen(
+            cmd, env=self._env(), stdout=open(log, "wb"), stderr=subprocess.STDOUT, start_new_session=True
+        )
+        self._procs.append(proc)
+        return proc, log
+
+    def start(self, timeout: float = 90.0) -> StandaloneCluster:
+        """Start the master and the workers; return once every worker has registered."""
+        self.master_port = self.master_port or free_port(self.host)
+        master_ui = free_port(self.host)
+        proc, log = self._spawn(
+            "master",
+            ["org.apache.spark.deploy.master.Master", "--host", self.host, "--port", str(self.master_port),
+             "--webui-port", str(master_ui)],
+        )
+        _wait_for_port(self.host, self.master_port, timeout, proc, log)
+        props = self.root / "worker.properties"
+        lines = []
+        if self.gpus_per_worker:
+            script = self.root / "gpus.sh"
+            addresses = json.dumps([str(i) for i in range(self.gpus_per_worker)])
+            script.write_text(f"#!/bin/sh\necho '{{\"name\":\"gpu\",\"addresses\":{addresses}}}'\n")
+            script.chmod(0o755)
+            lines += [f"spark.worker.resource.gpu.amount {self.gpus_per_worker}",
+                      f"spark.worker.resource.gpu.discoveryScript {script}"]
+        props.write_text("\n".join(lines) + "\n")
+        for i in range(self.workers):
+            work = self.root / f"worker{i}"
+            work.mkdir()
+            self._spawn(
+                f"worker{i}",
+                ["org.apache.spark.deploy.worker.Worker", self.master_url, "--host", self.host,
+                 "--cores", str(self.cores), "--memory", self.memory, "--work-dir", str(work),
+                 "--webui-port", str(free_port(self.host)), "--properties-file", str(props)],
+            )
+        self._wait_for_workers(master_ui, timeout)
+        return self
+
+    def _wait_for_workers(self, master_ui: int, timeout: float) -> None:
+        import urllib.request
+
+        deadline = time.monotonic() + timeout
+        alive = 0
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://{self.host}:{master_ui}/json/", timeout=2) as r:
+                    state = json.load(r)
+                alive = sum(1 for w in state.get("workers", []) if w.get("state") == "ALIVE")
+                if alive >= self.workers:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.3)
+        logs = "\n".join(p.read_text()[-1500:] for p in self.root.glob("worker*.log"))
+        raise TimeoutError(f"only {alive}/{self.workers} workers registered in {timeout:.0f}s\n{logs}")
+
+    def spark_conf(self, gpus_per_task: int = 1) -> dict[str, str]:
+        """Spark settings for an application on this cluster: one executor per worker."""
+        conf = {
+            "spark.master": self.master_url,
+            "spark.executor.cores": str(self.cores),
+            "spark.executor.memory": "1g",
+            "spark.cores.max": str(self.cores * self.workers),
+            "spark.driver.host": self.host,
+            "spark.driver.bindAddress": self.host,
+            "spark.ui.enabled": "false",
+            "spark.executorEnv.SPARK_LOCAL_IP": self.host,
+            "spark.executorEnv.PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+        }
+        if self.gpus_per_worker and gpus_per_task:
+            conf["spark.executor.resource.gpu.amount"] = str(self.gpus_per_worker)
+            conf["spark.task.resource.gpu.amount"] = str(gpus_per_task)
+        return conf
+
+    def stop(self) -> None:
+        """Stop every process of the cluster (workers first) and remove its folder."""
+        for proc in reversed(self._procs):
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        for proc in self._procs:
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        self._procs.clear()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def __enter__(self) -> StandaloneCluster:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def main() -> None:
+    cluster = StandaloneCluster().start()
+    print(f"master: {cluster.master_url}  (Ctrl-C stops it)", flush=True)
+    try:
+        signal.pause()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        cluster.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,215 @@
+"""The authenticated control channel between the driver and the nodes.
+
+Wire format: each frame is a 4-byte big-endian length followed by a msgpack map. Nothing on this
+channel is ever unpickled, and frames are bounded in size.
+
+Every connection starts with a mutual challenge-response over a per-run secret (32 random bytes
+that travel to the executors inside the Spark task closure)::
+
+    server -> {"v": 1, "nonce": Ns}
+    client -> {"nonce": Nc, "proof": HMAC(secret, "client" | Ns | Nc)}
+    server -> {"proof": HMAC(secret, "server" | Nc | Ns)}
+
+A connection that fails this, sends a malformed or oversized frame, or stays silent during the
+handshake is dropped and logged; the server goes on serving the others. The channel authenticates
+but does not encrypt: on untrusted networks use Spark's own network encryption settings, as for
+the rest of Spark's traffic.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import os
+import socket
+import struct
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import msgpack
+
+from .errors import ChannelError
+
+log = logging.getLogger(__name__)
+
+PROTOCOL_VERSION = 1
+HANDSHAKE_MAX = 1024
+DEFAULT_MAX_FRAME = 64 << 20
+HANDSHAKE_TIMEOUT = 5.0
+_HEADER = struct.Struct(">I")
+
+
+def new_secret() -> bytes:
+    """A fresh per-run secret."""
+    return os.urandom(32)
+
+
+def _proof(secret: bytes, label: bytes, a: bytes, b: bytes) -> bytes:
+    return hmac.new(secret, label + a + b, hashlib.sha256).digest()
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(min(n - len(buf), 1 << 20))
+        if not chunk:
+            raise ConnectionError("connection closed")
+        buf += chunk
+    return bytes(buf)
+
+
+class Connection:
+    """One authenticated, framed connection; ``send`` is safe from several threads."""
+
+    def __init__(self, sock: socket.socket, max_frame: int = DEFAULT_MAX_FRAME) -> None:
+        self.sock = sock
+        self.max_frame = max_frame
+        self._send_lock = threading.Lock()
+        self.closed = False
+        self.attrs: dict[str, Any] = {}
+
+    def send(self, msg: dict) -> None:
+        data = msgpack.packb(msg, use_bin_type=True)
+        if len(data) > self.max_frame:
+            raise ChannelError(f"message of {len(data)} bytes exceeds the {self.max_frame}-byte frame limit")
+        with self._send_lock:
+            self.sock.sendall(_HEADER.pack(len(data)) + data)
+
+    def recv(self, max_size: int | None = None) -> dict:
+        limit = self.max_frame if max_size is None else max_size
+        (size,) = _HEADER.unpack(_recv_exact(self.sock, _HEADER.size))
+        if size > limit:
+            raise ChannelError(f"frame of {size} bytes exceeds the {limit}-byte limit")
+        try:
+            msg = msgpack.unpackb(_recv_exact(self.sock, size), raw=False)
+        except (ValueError, msgpack.UnpackException) as e:
+            raise ChannelError(f"malformed frame: {e}") from e
+        if not isinstance(msg, dict):
+            raise ChannelError("malformed frame: not a map")
+        return msg
+
+    def close(self) -> None:
+        self.closed = True
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+
+
+def connect(host: str, port: int, secret: bytes, timeout: float = 30.0,
+            max_frame: int = DEFAULT_MAX_FRAME) -> Connection:
+    """Open an authenticated connection to a ``ControlServer``; raises ``ChannelError`` when the
+    server cannot prove it knows the secret."""
+    sock = socket.create_connection((host, port), timeout=timeout)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    conn = Connection(sock, max_frame)
+    try:
+        hello = conn.recv(HANDSHAKE_MAX)
+        server_nonce = hello.get("nonce")
+        if hello.get("v") != PROTOCOL_VERSION or not isinstance(server_nonce, bytes):
+            raise ChannelError(f"unexpected server hello {hello!r}")
+        client_nonce = os.urandom(32)
+        conn.send({"nonce": client_nonce, "proof": _proof(secret, b"client", server_nonce, client_nonce)})
+        reply = conn.recv(HANDSHAKE_MAX)
+        expected = _proof(secret, b"server", client_nonce, server_nonce)
+        if not hmac.compare_digest(reply.get("proof", b""), expected):
+            raise ChannelError("the server did not prove the run secret")
+    except (OSError, ChannelError):
+        conn.close()
+        raise
+    sock.settimeout(None)
+    return conn
+
+
+class ControlServer:
+    """A TCP server for one run: authenticates each connection, then hands every message to
+    ``on_message(conn, msg)`` on that connection's thread, and ``on_close(conn)`` when it ends.
+
+    Bound only to ``host`` (the driver address the executors use), on an ephemeral port.
+    """
+
+    def __init__(self, host: str, secret: bytes, on_message: Callable[[Connection, dict], None],
+                 on_close: Callable[[Connection], None] | None = None,
+                 max_frame: int = DEFAULT_MAX_FRAME) -> None:
+        self.secret = secret
+        self.on_message = on_message
+        self.on_close = on_close or (lambda conn: None)
+        self.max_frame = max_frame
+        self.rejected = 0  # connections dropped for failed auth or bad frames
+        self._listener = socket.create_server((host, 0))
+        self.host, self.port = self._listener.getsockname()[:2]
+        self._conns: set[Connection] = set()
+        self._lock = threading.Lock()
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._accept_loop, name=f"tfos-control-{self.port}", daemon=True)
+        self._thread.start()
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return self.host, self.port
+
+    def _accept_loop(self) -> None:
+        while not self._stopped.is_set():
+            try:
+                sock, peer = self._listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(sock, peer), daemon=True,
+                             name=f"tfos-conn-{peer[0]}:{peer[1]}").start()
+
+    def _reject(self, conn: Connection, peer, why: str) -> None:
+        with self._lock:
+            self.rejected += 1
+        log.warning("tfos control channel: dropped connection from %s:%s: %s", peer[0], peer[1], why)
+        conn.close()
+
+    def _serve(self, sock: socket.socket, peer) -> None:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        conn = Connection(sock, self.max_frame)
+        conn.attrs["peer"] = peer
+        try:
+            sock.settimeout(HANDSHAKE_TIMEOUT)
+            server_nonce = os.urandom(32)
+            conn.send({"v": PROTOCOL_VERSION, "nonce": server_nonce})
+            hello = conn.recv(HANDSHAKE_MAX)
+            client_nonce, proof = hello.get("nonce"), hello.get("proof")
+            if not isinstance(client_nonce, bytes) or not isinstance(proof, bytes) or not hmac.compare_digest(
+                proof, _proof(self.secret, b"client", server_nonce, client_nonce)
+            ):
+                self._reject(conn, peer, "failed authentication")
+                return
+            conn.send({"proof": _proof(self.secret, b"server", client_nonce, server_nonce)})
+            sock.settimeout(None)
+        except (OSError, ChannelError) as e:
+            self._reject(conn, peer, f"handshake failed: {e}")
+            return
+        with self._lock:
+            self._conns.add(conn)
+        try:
+            while not self._stopped.is_set():
+                msg = conn.recv()
+                self.on_message(conn, msg)
+        except ChannelError as e:
+            self._reject(conn, peer, str(e))
+        except (OSError, ConnectionError):
+            pass
+        except Exception:
+            log.exception("tfos control channel: handler failed for %s:%s", peer[0], peer[1])
+        finally:
+            with self._lock:
+                self._conns.discard(conn)
+            conn.close()
+            self.on_close(conn)
+
+    def connections(self) -> list[Connection]:
+        with self._lock:
+            return list(self._conns)
+
+    def close(self) -> None:
+        self._stopped.set()
+        self._listener.close()
+        for conn in self.connections():
+            conn.close()

@@ -1,0 +1,54 @@
+"""Errors a user can meet, each saying what happened and what to do."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class TFOSError(Exception):
+    """Base class of every error tfos_notebook raises on purpose."""
+
+
+class LaunchError(TFOSError):
+    """A launch cannot proceed; ``findings`` say why (cause, evidence, remedy)."""
+
+    def __init__(self, headline: str, findings: Sequence = ()) -> None:
+        self.findings = list(findings)
+        lines = [headline]
+        for f in self.findings:
+            lines.append(f"- {f.cause}")
+            lines += [f"    evidence: {e}" for e in f.evidence]
+            lines.append(f"    fix: {f.remedy}")
+        super().__init__("\n".join(lines))
+
+
+class PreflightError(LaunchError):
+    """The cluster cannot run the requested tasks; raised before anything is submitted."""
+
+
+class ReservationTimeout(LaunchError):
+    """Not every node registered within the reservation timeout."""
+
+
+class NodeError(TFOSError):
+    """The user's function failed on a node; carries that node's role, host and traceback."""
+
+    def __init__(self, role: str, index: int, host: str, traceback_text: str, exit_code: int | None = None):
+        self.role, self.index, self.host = role, index, host
+        self.traceback_text = traceback_text
+        self.exit_code = exit_code
+        where = f"{role}:{index} on {host}"
+        detail = traceback_text.rstrip() or f"the process exited with code {exit_code} and printed no traceback"
+        super().__init__(f"the function failed on {where}:\n{detail}")
+
+
+class RunStopped(TFOSError):
+    """The run was stopped on request (Stop button, ``%tfos_stop``, ``run.stop()``)."""
+
+
+class SparkJobError(TFOSError):
+    """The Spark job that carries the nodes failed outside the user's function."""
+
+
+class ChannelError(TFOSError):
+    """A control-channel connection failed authentication or sent a bad frame."""

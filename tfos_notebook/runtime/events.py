@@ -1,0 +1,176 @@
+"""The one stream of typed events that carries a run's state to every view.
+
+The runtime publishes these; the monitor widget, the text renderer, the runs registry and the
+benchmarks subscribe. Views never look at the runtime's internals, and the runtime never knows a
+view exists. Every event is a frozen dataclass with the run id and a wall-clock time.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+
+def _now() -> float:
+    return time.time()
+
+
+@dataclass(frozen=True)
+class Event:
+    run_id: str
+    t: float = field(default_factory=_now, kw_only=True)
+
+
+@dataclass(frozen=True)
+class LaunchSubmitted(Event):
+    """The barrier job was submitted: ``roles`` lists the planned ``role:index`` of each task."""
+
+    num_tasks: int
+    roles: tuple[str, ...]
+    attempt: int = 0
+
+
+@dataclass(frozen=True)
+class Registered(Event):
+    """A node reached the driver and holds its TensorFlow port open."""
+
+    task: int
+    role: str
+    index: int
+    host: str
+    executor_id: str
+    port: int
+    pid: int
+    gpus: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class GpuAssigned(Event):
+    task: int
+    role: str
+    index: int
+    host: str
+    addresses: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ClusterReady(Event):
+    """Every node registered; the cluster spec was sent to all of them."""
+
+    cluster_spec: dict[str, list[str]]
+
+
+@dataclass(frozen=True)
+class TaskState(Event):
+    """A node changed state: ``running``, ``finished``, ``failed`` or ``stopped``."""
+
+    task: int
+    role: str
+    index: int
+    state: str
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Log(Event):
+    """One line the user's function printed on a node (``stream`` is ``stdout`` or ``stderr``)."""
+
+    task: int
+    role: str
+    index: int
+    stream: str
+    line: str
+
+
+@dataclass(frozen=True)
+class Step(Event):
+    """Training progress reported by a node (``ctx.report`` or the Keras callback)."""
+
+    task: int
+    role: str
+    index: int
+    step: int
+    metrics: dict[str, float]
+
+
+@dataclass(frozen=True)
+class FindingRaised(Event):
+    """A diagnosis of why a launch cannot proceed, or of something that needs attention."""
+
+    finding: Any  # runtime.diagnose.Finding
+
+
+@dataclass(frozen=True)
+class RunFinished(Event):
+    """The run ended: ``state`` is ``finished``, ``failed`` or ``stopped``."""
+
+    state: str
+    error: str = ""
+
+
+TERMINAL_STATES = frozenset({"finished", "failed", "stopped"})
+
+
+class EventStream:
+    """A thread-safe, replayable stream of events with subscribers.
+
+    Non-log events are all kept; log lines are kept up to ``max_logs`` (the oldest dropped), so a
+    chatty run cannot grow the driver's memory without bound. Subscribers are called on the
+    publishing thread and must be quick; an exception in one is swallowed so it cannot break
+    the run.
+    """
+
+    def __init__(self, max_logs: int = 5000) -> None:
+        self._lock = threading.Lock()
+        self._events: list[Event] = []
+        self._logs: deque[Log] = deque(maxlen=max_logs)
+        self._subscribers: list[Callable[[Event], None]] = []
+        self._changed = threading.Condition(self._lock)
+
+    def publish(self, event: Event) -> None:
+        with self._lock:
+            if isinstance(event, Log):
+                self._logs.append(event)
+            else:
+                self._events.append(event)
+            subscribers = list(self._subscribers)
+            self._changed.notify_all()
+        for callback in subscribers:
+            try:
+                callback(event)
+            except Exception:  # a broken view must not break the run
+                pass
+
+    def subscribe(self, callback: Callable[[Event], None], replay: bool = True) -> Callable[[], None]:
+        """Call ``callback`` for every event (first the past ones when ``replay``); returns an
+        unsubscribe function."""
+        with self._lock:
+            past = sorted([*self._events, *self._logs], key=lambda e: e.t) if replay else []
+            self._subscribers.append(callback)
+        for event in past:
+            try:
+                callback(event)
+            except Exception:
+                pass
+
+        def unsubscribe() -> None:
+            with self._lock:
+                if callback in self._subscribers:
+                    self._subscribers.remove(callback)
+
+        return unsubscribe
+
+    def events(self, kind: type | None = None) -> list[Event]:
+        """All kept events (logs merged in time order), optionally only those of one type."""
+        with self._lock:
+            merged = sorted([*self._events, *self._logs], key=lambda e: e.t)
+        return [e for e in merged if kind is None or isinstance(e, kind)]
+
+    def wait_for(self, predicate: Callable[[list[Event]], bool], timeout: float | None = None) -> bool:
+        """Block until ``predicate(non-log events)`` is true or ``timeout`` passes."""
+        with self._changed:
+            return self._changed.wait_for(lambda: predicate(self._events), timeout)
