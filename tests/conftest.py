@@ -18,6 +18,7 @@ os.environ.setdefault("PYSPARK_PYTHON", __import__("sys").executable)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from tfos_notebook.devcluster import StandaloneCluster  # noqa: E402
+from tfos_notebook.runtime.preflight import executors  # noqa: E402
 
 
 class _SparkSlot:
@@ -47,9 +48,31 @@ class _SparkSlot:
 _slot = _SparkSlot()
 
 
+@pytest.fixture(autouse=True)
+def _ship_test_module_by_value(request):
+    """Functions defined in test modules travel to executors by value, as a notebook's would:
+    executors cannot import the test files themselves."""
+    from pyspark import cloudpickle
+
+    module = request.module
+    try:
+        cloudpickle.register_pickle_by_value(module)
+    except ValueError:
+        pass
+    yield
+    try:
+        cloudpickle.unregister_pickle_by_value(module)
+    except ValueError:
+        pass
+
+
 def pytest_collection_modifyitems(config, items):
     # local tests first, then the standalone cluster ones: one context switch per session.
-    items.sort(key=lambda item: 1 if "standalone" in getattr(item, "fixturenames", ()) else 0)
+    def order(item) -> int:
+        names = getattr(item, "fixturenames", ())
+        return 2 if "standalone" in names else 1 if "local_spark4" in names else 0
+
+    items.sort(key=order)
 
 
 @pytest.fixture(scope="session")
@@ -72,15 +95,25 @@ def standalone(standalone_cluster):
     return spark
 
 
-@pytest.fixture
-def local_spark():
-    """A local[2] SparkSession for fast tests."""
-    return _slot.get("local", {
-        "spark.master": "local[2]",
+def _local_conf(cores: int) -> dict[str, str]:
+    return {
+        "spark.master": f"local[{cores}]",
         "spark.driver.host": "127.0.0.1",
         "spark.driver.bindAddress": "127.0.0.1",
         "spark.ui.enabled": "false",
-    })
+    }
+
+
+@pytest.fixture
+def local_spark():
+    """A local[2] SparkSession for fast tests."""
+    return _slot.get("local", _local_conf(2))
+
+
+@pytest.fixture
+def local_spark4():
+    """A local[4] SparkSession, for launches of more than two nodes (ps + chief + worker)."""
+    return _slot.get("local4", _local_conf(4))
 
 
 def _wait_for_executors(sc, n: int, timeout: float = 60.0) -> None:
@@ -88,7 +121,7 @@ def _wait_for_executors(sc, n: int, timeout: float = 60.0) -> None:
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if len(sc._jsc.sc().getExecutorMemoryStatus()) - 1 >= n:  # minus the driver
+        if len(executors(sc)) >= n:
             return
         time.sleep(0.2)
     raise TimeoutError(f"{n} executors did not register within {timeout}s")

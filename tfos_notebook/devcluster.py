@@ -156,7 +156,7 @@ class StandaloneCluster:
             "spark.executorEnv.PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
         }
         if self.gpus_per_worker and gpus_per_task:
-            conf["spark.executor.resource.gpu.amount"] = str(self.gpus_per_worker)
+            conf["spark.executor.resource.gpu.amount"] = str(min(self.gpus_per_worker, gpus_per_task * self.cores))
             conf["spark.task.resource.gpu.amount"] = str(gpus_per_task)
         return conf
 

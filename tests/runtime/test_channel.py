@@ -1,0 +1,132 @@
+"""The control channel: mutual authentication on a per-run secret, bounded msgpack frames, and a
+server that drops bad connections while it keeps serving good ones."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+import time
+
+import msgpack
+import pytest
+
+from tfos_notebook.runtime import channel
+from tfos_notebook.runtime.errors import ChannelError
+
+
+@pytest.fixture
+def echo_server():
+    secret = channel.new_secret()
+    received: list[dict] = []
+
+    def on_message(conn, msg):
+        received.append(msg)
+        conn.send({"echo": msg})
+
+    server = channel.ControlServer("127.0.0.1", secret, on_message)
+    yield server, secret, received
+    server.close()
+
+
+def _wait(predicate, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_client_with_the_secret_exchanges_messages(echo_server):
+    server, secret, received = echo_server
+    conn = channel.connect(*server.address, secret)
+    conn.send({"type": "hello", "n": 1, "blob": b"\x00\x01"})
+    assert conn.recv() == {"echo": {"type": "hello", "n": 1, "blob": b"\x00\x01"}}
+    assert received == [{"type": "hello", "n": 1, "blob": b"\x00\x01"}]
+    conn.close()
+
+
+def test_wrong_secret_is_dropped_before_any_message_is_handled(echo_server):
+    server, _, received = echo_server
+    with pytest.raises((ChannelError, OSError)):
+        conn = channel.connect(*server.address, b"x" * 32)
+        conn.send({"type": "hello"})
+        conn.recv()
+    assert _wait(lambda: server.rejected == 1)
+    assert received == []
+
+
+def test_client_refuses_a_server_that_cannot_prove_the_secret():
+    impostor = channel.ControlServer("127.0.0.1", b"y" * 32, lambda c, m: None)
+    try:
+        # the impostor rejects our proof and closes, or answers with a proof we refuse: either way no session
+        with pytest.raises((ChannelError, OSError)):
+            channel.connect(*impostor.address, b"z" * 32)
+    finally:
+        impostor.close()
+
+
+def test_malformed_and_oversized_frames_drop_only_that_connection(echo_server):
+    server, secret, received = echo_server
+    good = channel.connect(*server.address, secret)
+    # garbage instead of a handshake
+    raw = socket.create_connection(server.address)
+    raw.recv(1024)
+    raw.sendall(struct.pack(">I", 5) + b"\xc1\xc1\xc1\xc1\xc1")
+    # a handshake frame claiming 1 GB
+    big = socket.create_connection(server.address)
+    big.recv(1024)
+    big.sendall(struct.pack(">I", 1 << 30))
+    # authenticated, then a frame that is not a msgpack map
+    bad = channel.connect(*server.address, secret)
+    data = msgpack.packb([1, 2, 3])
+    bad.sock.sendall(struct.pack(">I", len(data)) + data)
+    assert _wait(lambda: server.rejected == 3)
+    for s in (raw, big):
+        s.settimeout(2)
+        assert s.recv(10) == b""  # closed by the server
+        s.close()
+    good.send({"still": "served"})
+    assert good.recv() == {"echo": {"still": "served"}}
+    good.close()
+
+
+def test_silent_connection_times_out_of_the_handshake(echo_server, monkeypatch):
+    server, secret, _ = echo_server
+    monkeypatch.setattr(channel, "HANDSHAKE_TIMEOUT", 0.3)
+    # the timeout is read when a connection is accepted, so open it after patching
+    silent = socket.create_connection(server.address)
+    assert _wait(lambda: server.rejected == 1, timeout=3)
+    silent.close()
+
+
+def test_sender_refuses_frames_over_the_limit(echo_server):
+    server, secret, _ = echo_server
+    conn = channel.connect(*server.address, secret, max_frame=1024)
+    with pytest.raises(ChannelError, match="exceeds the 1024-byte frame limit"):
+        conn.send({"blob": b"x" * 2048})
+    conn.close()
+
+
+def test_many_clients_in_parallel(echo_server):
+    server, secret, received = echo_server
+    errors = []
+
+    def client(i):
+        try:
+            c = channel.connect(*server.address, secret)
+            for j in range(20):
+                c.send({"i": i, "j": j})
+                assert c.recv()["echo"] == {"i": i, "j": j}
+            c.close()
+        except Exception as e:  # surfaced below
+            errors.append(e)
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len(received) == 160

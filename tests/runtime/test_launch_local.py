@@ -1,0 +1,153 @@
+"""Launches on local[2] / local[4] Spark: outcome, events, errors, stop, and the TFoS facade."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import psutil
+import pytest
+
+from tfos_notebook import InputMode, NodeError, PreflightError, Run, RunStopped, TFCluster
+from tfos_notebook.runtime.events import (
+    ClusterReady,
+    LaunchSubmitted,
+    Log,
+    Registered,
+    RunFinished,
+    Step,
+    TaskState,
+)
+
+
+def child_processes(run_id: str) -> list[psutil.Process]:
+    """Node child processes of one run still alive anywhere on this machine."""
+    found = []
+    for p in psutil.process_iter(["cmdline"]):
+        cmd = " ".join(p.info["cmdline"] or [])
+        if "tfos_notebook.runtime.child" in cmd and run_id in cmd:
+            found.append(p)
+    return found
+
+
+def echo(args, ctx):
+    import os
+
+    print(f"hello from {ctx.job_name}:{ctx.task_index}")
+    ctx.report(3, loss=0.25)
+    return {"role": ctx.job_name, "index": ctx.task_index, "args": args, "tf_config": os.environ["TF_CONFIG"]}
+
+
+def test_run_returns_the_chief_value_and_streams_events(local_spark):
+    run = Run(local_spark.sparkContext, echo, {"lr": 0.1}, 2).start()
+    value = run.wait(120)
+    assert value["role"] == "chief" and value["args"] == {"lr": 0.1}
+    assert set(run.results) == {"chief:0", "worker:0"}
+    assert run.state == "finished"
+    kinds = [type(e) for e in run.events.events()]
+    assert kinds[0] is LaunchSubmitted and kinds[-1] is RunFinished
+    assert len(run.events.events(Registered)) == 2 and len(run.events.events(ClusterReady)) == 1
+    lines = {(e.role, e.line) for e in run.events.events(Log)}
+    assert ("chief", "hello from chief:0") in lines and ("worker", "hello from worker:0") in lines
+    assert {(e.role, e.step, e.metrics["loss"]) for e in run.events.events(Step)} == {
+        ("chief", 3, 0.25), ("worker", 3, 0.25)}
+    assert {e.state for e in run.events.events(TaskState)} == {"running", "finished"}
+
+
+def fail_on_worker(args, ctx):
+    import time
+
+    if ctx.job_name == "worker":
+        raise ValueError("worker cannot load shard 7")
+    time.sleep(60)  # the chief would wait for the worker forever; the failure must stop it
+
+
+def test_node_exception_surfaces_with_role_and_traceback_and_stops_the_rest(local_spark):
+    sc = local_spark.sparkContext
+    t0 = time.monotonic()
+    run = Run(sc, fail_on_worker, None, 2).start()
+    with pytest.raises(NodeError) as info:
+        run.wait(120)
+    assert time.monotonic() - t0 < 40
+    err = info.value
+    assert (err.role, err.index, err.host) == ("worker", 0, "127.0.0.1")
+    assert "ValueError: worker cannot load shard 7" in str(err)
+    assert 'in fail_on_worker' in err.traceback_text
+    assert run.state == "failed"
+    assert _eventually(lambda: not child_processes(run.run_id))
+    # the same SparkContext launches again
+    again = Run(sc, echo, 1, 2).start()
+    assert again.wait(120)["args"] == 1
+
+
+def sleeper(args, ctx):
+    import time
+
+    print("sleeping", flush=True)
+    time.sleep(120)
+
+
+def test_stop_kills_the_node_processes_and_keeps_the_context(local_spark):
+    sc = local_spark.sparkContext
+    run = Run(sc, sleeper, None, 2).start()
+    assert run.events.wait_for(lambda evs: sum(isinstance(e, TaskState) and e.state == "running" for e in evs) == 2,
+                               timeout=60)
+    assert _eventually(lambda: len(child_processes(run.run_id)) == 2)
+    run.stop()
+    assert run.state == "stopped"
+    with pytest.raises(RunStopped):
+        run.wait(1)
+    assert _eventually(lambda: not child_processes(run.run_id))
+    assert sc.parallelize(range(10)).sum() == 45
+
+
+def test_too_many_nodes_for_local_cores_fail_before_submitting(local_spark):
+    t0 = time.monotonic()
+    with pytest.raises(PreflightError, match="needs 3 task slots at once but the cluster has 2"):
+        Run(local_spark.sparkContext, echo, None, 3).start()
+    assert time.monotonic() - t0 < 5
+
+
+def test_tfcluster_facade_runs_a_tfos_style_program(local_spark):
+    cluster = TFCluster.run(local_spark.sparkContext, echo, ["--epochs", "1"], num_executors=2, num_ps=0,
+                            input_mode=InputMode.TENSORFLOW, master_node="chief")
+    assert set(cluster.cluster_spec) == {"chief", "worker"}
+    assert cluster.shutdown()["args"] == ["--epochs", "1"]
+
+
+def check_roles(args, ctx):
+    import os
+
+    import tensorflow as tf
+
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    return {"job": ctx.job_name, "index": ctx.task_index, "spec": ctx.cluster_spec,
+            "tf_config": json.loads(os.environ["TF_CONFIG"]),
+            "resolved": resolver.cluster_spec().as_dict(), "task_type": resolver.task_type,
+            "num_workers": ctx.num_workers}
+
+
+def test_ps_chief_evaluator_worker_get_consistent_cluster_spec_and_tf_config(local_spark4):
+    run = Run(local_spark4.sparkContext, check_roles, None, 4, num_ps=1, eval_node=True).start()
+    run.wait(180)
+    results = run.results
+    assert set(results) == {"ps:0", "chief:0", "evaluator:0", "worker:0"}
+    spec = results["chief:0"]["spec"]
+    assert {k: len(v) for k, v in spec.items()} == {"ps": 1, "chief": 1, "evaluator": 1, "worker": 1}
+    for name, r in results.items():
+        role, index = name.split(":")
+        assert r["spec"] == spec
+        assert r["tf_config"]["task"] == {"type": role, "index": int(index)}
+        assert r["tf_config"]["cluster"] == {k: v for k, v in spec.items() if k != "evaluator"}
+        assert r["task_type"] == role
+        assert r["num_workers"] == 2
+        assert r["resolved"]["ps"] == spec["ps"]
+
+
+def _eventually(predicate, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return False

@@ -1,0 +1,105 @@
+"""Pure parts of the runtime: role planning, TF_CONFIG, path resolution and diagnosis."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tfos_notebook.runtime import ConfigError, plan_roles
+from tfos_notebook.runtime.ctx import NodeContext, absolute_path, tf_config
+from tfos_notebook.runtime.diagnose import ExecutorInfo, Snapshot, blockers, diagnose
+
+
+def test_roles_are_assigned_ps_then_chief_then_evaluator_then_workers():
+    assert plan_roles(5, num_ps=1, eval_node=True) == [
+        ("ps", 0), ("chief", 0), ("evaluator", 0), ("worker", 0), ("worker", 1)]
+    assert plan_roles(2) == [("chief", 0), ("worker", 0)]
+    assert plan_roles(2, master_node=None) == [("worker", 0), ("worker", 1)]
+    assert plan_roles(1) == [("chief", 0)]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(num_nodes=0), "num_executors must be at least 1"),
+    (dict(num_nodes=2, num_ps=2), "leave no node to train after 2 ps"),
+    (dict(num_nodes=2, num_ps=1, eval_node=True), "leave no node to train after 1 ps and 1 evaluator"),
+    (dict(num_nodes=2, num_ps=-1), "num_ps must be 0 or more"),
+    (dict(num_nodes=2, master_node="boss"), "master_node must be 'chief', 'master' or None"),
+])
+def test_impossible_plans_are_refused_with_the_reason(kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        plan_roles(**kwargs)
+
+
+def test_tf_config_leaves_the_evaluator_out_of_the_cluster():
+    spec = {"ps": ["h:1"], "chief": ["h:2"], "evaluator": ["h:3"], "worker": ["h:4"]}
+    assert json.loads(tf_config(spec, "evaluator", 0)) == {
+        "cluster": {"ps": ["h:1"], "chief": ["h:2"], "worker": ["h:4"]},
+        "task": {"type": "evaluator", "index": 0}}
+
+
+def test_ctx_counts_training_nodes_and_knows_the_chief():
+    spec = {"ps": ["h:1"], "chief": ["h:2"], "evaluator": ["h:3"], "worker": ["h:4", "h:5"]}
+    chief = NodeContext("r", 1, "chief", 0, spec)
+    worker = NodeContext("r", 3, "worker", 0, spec)
+    assert chief.num_workers == 3 and chief.is_chief and not worker.is_chief
+    assert chief.worker_num == 1
+    no_chief = NodeContext("r", 0, "worker", 0, {"worker": ["h:4", "h:5"]})
+    assert no_chief.is_chief
+
+
+@pytest.mark.parametrize("fs, path, expected", [
+    ("hdfs://nn:8020", "hdfs://other/x", "hdfs://other/x"),
+    ("hdfs://nn:8020", "dbfs:/runs/x", "dbfs:/runs/x"),
+    ("hdfs://nn:8020", "/data/x", "hdfs://nn:8020/data/x"),
+    ("file:///", "/data/x", "file:///data/x"),
+    ("file:///", "rel/x", "file:///work/dir/rel/x"),
+])
+def test_absolute_path_follows_the_default_filesystem(fs, path, expected):
+    assert absolute_path(fs, "/work/dir", path) == expected
+
+
+def test_absolute_path_puts_relative_paths_in_the_hdfs_home(monkeypatch):
+    monkeypatch.setattr("getpass.getuser", lambda: "ana")
+    assert absolute_path("hdfs://nn:8020", "/w", "models/m") == "hdfs://nn:8020/user/ana/models/m"
+
+
+TWO_EXECUTORS = (ExecutorInfo("0", "10.0.0.1", 1), ExecutorInfo("1", "10.0.0.2", 1))
+
+
+def test_short_slots_name_the_count_and_the_fix():
+    [f] = diagnose(Snapshot(3, roles=("chief:0", "worker:0", "worker:1"), total_slots=2, executors=TWO_EXECUTORS))
+    assert f.code == "not_enough_slots"
+    assert "needs 3 task slots at once but the cluster has 2" in f.cause
+    assert "ask for at most 2 nodes" in f.remedy
+    assert any("executor 1 on 10.0.0.2: 1 core(s)" in e for e in f.evidence)
+
+
+def test_pending_executors_are_a_warning_not_a_verdict():
+    [f] = diagnose(Snapshot(2, total_slots=1, executors=TWO_EXECUTORS[:1], expected_executors=2, elapsed=4))
+    assert f.code == "executors_pending" and not blockers([f])
+    assert "1 of 2 executors registered after 4s" in f.evidence[0]
+
+
+def test_slots_held_by_other_jobs_are_reported():
+    [f] = diagnose(Snapshot(2, total_slots=2, busy_slots=1, executors=TWO_EXECUTORS,
+                            other_jobs=("job 7 (1 running task(s), stages [9])",)))
+    assert f.code == "slots_held_by_other_jobs"
+    assert "running: job 7" in f.evidence[-1]
+
+
+def test_dynamic_allocation_blocks_barrier_mode():
+    codes = [f.code for f in diagnose(Snapshot(2, total_slots=4, dynamic_allocation=True))]
+    assert codes == ["dynamic_allocation"]
+
+
+def test_gpus_asked_but_not_configured():
+    [f] = diagnose(Snapshot(2, total_slots=2, gpus_per_node=1))
+    assert f.code == "gpus_not_configured"
+    assert "spark.task.resource.gpu.amount=1" in f.remedy
+    [f] = diagnose(Snapshot(2, total_slots=2, gpus_per_node=2, task_gpus=1, executor_gpus=2))
+    assert f.code == "gpus_too_few" and "each task gets 1" in f.cause
+
+
+def test_a_launch_that_fits_has_no_findings():
+    assert diagnose(Snapshot(2, total_slots=2, executors=TWO_EXECUTORS, gpus_per_node=1, task_gpus=1)) == []

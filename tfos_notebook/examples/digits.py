@@ -1,0 +1,83 @@
+"""Train a small Keras classifier on scikit-learn's digits (1,797 real 8x8 images, the offline
+stand-in for MNIST) with MultiWorkerMirroredStrategy, in InputMode.TENSORFLOW: every node loads the
+data itself and tf.data shards it across the workers.
+
+Runs on tf-keras (``TF_USE_LEGACY_KERAS=1``, which the nodes set when tf-keras is installed):
+Keras 3's multi-worker ``fit`` is broken upstream.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+
+
+@dataclass
+class DigitsArgs:
+    epochs: int = 3
+    batch_size: int = 64
+    learning_rate: float = 0.01
+    test_size: int = 297
+    seed: int = 0
+
+
+def load_digits_split(test_size: int = 297, seed: int = 0):
+    """(x_train, y_train, x_test, y_test) as float32 in [0, 1] and int64 labels, shuffled with ``seed``."""
+    import numpy as np
+    from sklearn.datasets import load_digits
+
+    x, y = load_digits(return_X_y=True)
+    order = np.random.default_rng(seed).permutation(len(x))
+    x, y = (x[order] / 16.0).astype("float32"), y[order].astype("int64")
+    return x[test_size:], y[test_size:], x[:test_size], y[:test_size]
+
+
+def build_model(learning_rate: float = 0.01):
+    import tensorflow as tf
+
+    model = tf.keras.Sequential([
+        tf.keras.Input(shape=(64,)),
+        tf.keras.layers.Dense(64, activation="relu"),
+        tf.keras.layers.Dense(10),
+    ])
+    model.compile(optimizer=tf.keras.optimizers.Adam(learning_rate),
+                  loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"])
+    return model
+
+
+def train(args: DigitsArgs, ctx) -> dict:
+    """``main_fun`` for the cluster: returns the loss per epoch, test accuracy and checkpoint path."""
+    import numpy as np
+    import tensorflow as tf
+
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    x_train, y_train, x_test, y_test = load_digits_split(args.test_size, args.seed)
+    global_batch = args.batch_size * max(1, ctx.num_workers)
+    steps = len(x_train) // global_batch
+    dataset = (tf.data.Dataset.from_tensor_slices((x_train, y_train))
+               .shuffle(len(x_train), seed=args.seed).repeat().batch(global_batch))
+    with strategy.scope():
+        model = build_model(args.learning_rate)
+
+    class Progress(tf.keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.step = 0
+
+        def on_train_batch_end(self, batch, logs=None):
+            self.step += 1
+            if logs and self.step % 5 == 0:
+                ctx.report(self.step, **{k: float(v) for k, v in logs.items()})
+
+    history = model.fit(dataset, epochs=args.epochs, steps_per_epoch=steps, callbacks=[Progress()], verbose=2)
+    # Every worker saves (collectives may be involved); only the chief's copy is kept.
+    model_dir = ctx.model_dir or tempfile.mkdtemp(prefix="digits-model-")
+    target = model_dir if ctx.is_chief else tempfile.mkdtemp(prefix=f"digits-{ctx.job_name}{ctx.task_index}-")
+    checkpoint = tf.train.Checkpoint(model=model)
+    path = checkpoint.write(os.path.join(target, "ckpt"))
+    logits = model(x_test, training=False).numpy()
+    accuracy = float(np.mean(np.argmax(logits, axis=1) == y_test))
+    return {"loss": [float(v) for v in history.history["loss"]], "accuracy": accuracy,
+            "checkpoint": path if ctx.is_chief else None, "steps_per_epoch": steps}
