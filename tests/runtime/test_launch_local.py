@@ -129,6 +129,7 @@ def check_roles(args, ctx):
 
 def test_ps_chief_evaluator_worker_get_consistent_cluster_spec_and_tf_config(local_spark4):
     run = Run(local_spark4.sparkContext, check_roles, None, 4, num_ps=1, eval_node=True).start()
+    run.background_grace_secs = 120  # let ps and evaluator return by themselves
     run.wait(180)
     results = run.results
     assert set(results) == {"ps:0", "chief:0", "evaluator:0", "worker:0"}

@@ -1,9 +1,12 @@
 """The process that runs the user's function on a node.
 
-Started by the node (``python -m tfos_notebook.runtime.child PAYLOAD RESULT STATUS_FD``) in a
-process group of its own, with ``TF_CONFIG`` and ``CUDA_VISIBLE_DEVICES`` in its environment. A
-fresh process per run means TensorFlow's collective state never leaks into the next run, and
-killing the group releases every GPU and port it held.
+Started by the node as soon as its Spark task begins (``python -m tfos_notebook.runtime.child
+STATUS_FD NODE_PID RUN_ID TASK``), in a process group of its own with ``CUDA_VISIBLE_DEVICES`` already in its
+environment, so that interpreter start-up and imports overlap the reservation. When the cluster
+spec is known the node writes one JSON line to its stdin: the payload and result paths and the
+rest of the environment (``TF_CONFIG``); an empty stdin means "not needed", and it exits. A fresh
+process per run means TensorFlow's collective state never leaks into the next run, and killing
+the group releases every GPU and port it held.
 
 It writes the outcome to RESULT (a pickled ``("ok", value_bytes)`` or ``("error", traceback)``),
 progress lines to STATUS_FD, and kills itself and its group if the node that started it dies.
@@ -11,6 +14,7 @@ progress lines to STATUS_FD, and kills itself and its group if the node that sta
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import signal
@@ -35,12 +39,20 @@ def _write_result(path: str, outcome: tuple) -> None:
 
 
 def main(argv: list[str]) -> int:
-    payload_path, result_path, status_fd = argv[1], argv[2], int(argv[3])
-    threading.Thread(target=_watch_parent, args=(int(argv[4]),), daemon=True).start()
+    status_fd, node_pid = int(argv[1]), int(argv[2])
+    threading.Thread(target=_watch_parent, args=(node_pid,), daemon=True).start()
     status = os.fdopen(status_fd, "w", buffering=1)
-    try:
-        from pyspark import cloudpickle
+    import cloudpickle  # imported while the cluster is still reserving
 
+    from . import ctx as _ctx  # noqa: F401  (the payload's NodeContext)
+
+    line = sys.stdin.readline()
+    if not line.strip():
+        return 0
+    go = json.loads(line)
+    payload_path, result_path = go["payload"], go["result"]
+    os.environ.update(go["env"])
+    try:
         with open(payload_path, "rb") as f:
             payload = pickle.load(f)
         ctx = payload["ctx"]

@@ -77,6 +77,7 @@ class _Node:
         self.conn: channel.Connection | None = None
         self.host, self.port, self.executor_id = "", 0, ""
         self.state = "scheduled"
+        self.returned = False
         self.value: Any = None
 
     @property
@@ -150,8 +151,9 @@ class Run:
 
     @property
     def results(self) -> dict[str, Any]:
-        """Return values of the nodes that finished, by ``role:index``."""
-        return {n.name: n.value for n in self._nodes if n.state == "finished"}
+        """Return values of the nodes whose function returned, by ``role:index`` (a ps or evaluator
+        stopped after the training nodes finished has none)."""
+        return {n.name: n.value for n in self._nodes if n.returned}
 
     @property
     def result(self) -> Any:
@@ -301,6 +303,7 @@ class Run:
         with self._lock:
             if msg.get("ok"):
                 node.value = pickle.loads(msg["value"])  # authenticated channel, from our own node
+                node.returned = True
                 self._set_state(node, "finished")
             elif msg.get("stopped"):
                 bg_done = node.role in BACKGROUND_ROLES and self._foreground_done_at is not None

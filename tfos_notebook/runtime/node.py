@@ -158,63 +158,106 @@ def _pump_status(stream, fwd: _Forwarder) -> None:
     stream.close()
 
 
-def _child_env(plan: NodePlan, spec: dict[str, list[str]], role: str, index: int, gpus: list[str]) -> dict:
+def _child_env(plan: NodePlan, gpus: list[str]) -> dict:
     env = dict(os.environ)
     env.update(plan.env)
-    env["TF_CONFIG"] = tf_config(spec, role, index)
     env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
+    env["TFOS_RUN_ID"] = plan.run_id  # marks the node's processes (and their children) as this run's
     env["PYTHONUNBUFFERED"] = "1"
     legacy = plan.legacy_keras
     if legacy is None:
         legacy = importlib.util.find_spec("tf_keras") is not None
     if legacy:
         env.setdefault("TF_USE_LEGACY_KERAS", "1")
-    # The child must import this package the same way the Python worker did.
+    # The child must import this package the same way the Python worker did, but not pyspark
+    # from Spark's pyspark.zip when an installed copy exists: zipimport compiles every module from
+    # source on each start, which costs about a second per node.
     here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH", "")) if p)
+    paths = [here, *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
+    if _installed_pyspark(paths):
+        paths = [p for p in paths if not _is_spark_zip(p)]
+    env["PYTHONPATH"] = os.pathsep.join(paths)
     return env
+
+
+def _is_spark_zip(path: str) -> bool:
+    name = os.path.basename(path)
+    return name.endswith(".zip") and (name.startswith("pyspark") or name.startswith("py4j"))
+
+
+def _installed_pyspark(pythonpath: list[str]) -> bool:
+    """Whether pyspark and py4j can be imported from plain folders (site-packages or PYTHONPATH)."""
+    from importlib.machinery import PathFinder
+
+    folders = [p for p in (*pythonpath, *sys.path) if p and not p.endswith(".zip")]
+    return all(PathFinder.find_spec(name, folders) is not None for name in ("pyspark", "py4j"))
+
+
+def _spawn_child(plan: NodePlan, task: int, gpus: list[str], workdir: str) -> tuple[subprocess.Popen, int]:
+    status_r, status_w = os.pipe()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tfos_notebook.runtime.child", str(status_w), str(os.getpid()), plan.run_id,
+         str(task)],
+        env=_child_env(plan, gpus), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        pass_fds=(status_w,), start_new_session=True, cwd=workdir,
+    )
+    os.close(status_w)
+    return proc, status_r
 
 
 def run_node(plan: NodePlan, task: int, gpus: list[str]) -> dict:
     """Run one node of the cluster; returns a small summary for Spark to collect. The outcome that
     matters travels to the driver over the control channel."""
     role, index = plan.roles[task]
-    conn = channel.connect(plan.server_host, plan.server_port, plan.secret)
-    host = conn.sock.getsockname()[0]  # the address on which this executor reaches the driver
-    reservation = socket.socket()
-    reservation.bind((host, 0))
-    port = reservation.getsockname()[1]
-    conn.send({"type": "register", "task": task, "attempt": plan.attempt, "host": host, "port": port,
-               "pid": os.getpid(), "gpus": gpus, "executor_id": spark_executor_id()})
-    reply = conn.recv()
-    if reply.get("type") != "cluster":
-        reservation.close()
-        conn.close()
-        return {"task": task, "outcome": "stopped"}
-    spec = reply["cluster_spec"]
     workdir = tempfile.mkdtemp(prefix=f"tfos-{plan.run_id}-{task}-")
-    payload, result_path = os.path.join(workdir, "payload.pkl"), os.path.join(workdir, "result.pkl")
-    from pyspark import cloudpickle
-
-    ctx = NodeContext(run_id=plan.run_id, executor_id=task, job_name=role, task_index=index, cluster_spec=spec,
-                      defaultFS=plan.default_fs, working_dir=plan.working_dir, host=host,
-                      spark_executor_id=spark_executor_id(), gpus=gpus, model_dir=plan.model_dir,
-                      log_dir=plan.log_dir, attempt=plan.attempt)
-    with open(payload, "wb") as f:
-        cloudpickle.dump({"main_fun": plan.main_fun, "args": plan.args, "ctx": ctx}, f)
-    status_r, status_w = os.pipe()
-    reservation.close()  # release the port just before TensorFlow binds it
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tfos_notebook.runtime.child", payload, result_path, str(status_w), str(os.getpid())],
-        env=_child_env(plan, spec, role, index, gpus), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL, pass_fds=(status_w,), start_new_session=True, cwd=workdir,
-    )
-    os.close(status_w)
+    proc, status_r = _spawn_child(plan, task, gpus, workdir)  # starts up while the cluster reserves
     pid_file = os.path.join(pid_dir(), f"{plan.run_id}-{task}.json")
-    with open(pid_file, "w") as f:
-        json.dump({"run_id": plan.run_id, "task": task, "role": f"{role}:{index}", "pid": proc.pid,
-                   "pgid": proc.pid, "node_pid": os.getpid(), "started": time.time()}, f)
-    conn.send({"type": "state", "state": "running", "child_pid": proc.pid})
+    conn = None
+    try:
+        with open(pid_file, "w") as f:
+            json.dump({"run_id": plan.run_id, "task": task, "role": f"{role}:{index}", "pid": proc.pid,
+                       "pgid": proc.pid, "node_pid": os.getpid(), "started": time.time()}, f)
+        conn = channel.connect(plan.server_host, plan.server_port, plan.secret)
+        host = conn.sock.getsockname()[0]  # the address on which this executor reaches the driver
+        reservation = socket.socket()
+        reservation.bind((host, 0))
+        port = reservation.getsockname()[1]
+        conn.send({"type": "register", "task": task, "attempt": plan.attempt, "host": host, "port": port,
+                   "pid": os.getpid(), "gpus": gpus, "executor_id": spark_executor_id()})
+        reply = conn.recv()
+        if reply.get("type") != "cluster":
+            reservation.close()
+            return {"task": task, "outcome": "stopped"}
+        spec = reply["cluster_spec"]
+        import cloudpickle
+
+        ctx = NodeContext(run_id=plan.run_id, executor_id=task, job_name=role, task_index=index,
+                          cluster_spec=spec, defaultFS=plan.default_fs, working_dir=plan.working_dir, host=host,
+                          spark_executor_id=spark_executor_id(), gpus=gpus, model_dir=plan.model_dir,
+                          log_dir=plan.log_dir, attempt=plan.attempt)
+        payload, result_path = os.path.join(workdir, "payload.pkl"), os.path.join(workdir, "result.pkl")
+        with open(payload, "wb") as f:
+            cloudpickle.dump({"main_fun": plan.main_fun, "args": plan.args, "ctx": ctx}, f)
+        reservation.close()  # release the port just before TensorFlow binds it
+        go = {"payload": payload, "result": result_path, "env": {"TF_CONFIG": tf_config(spec, role, index)}}
+        proc.stdin.write((json.dumps(go) + "\n").encode())
+        proc.stdin.close()
+        conn.send({"type": "state", "state": "running", "child_pid": proc.pid})
+        return _supervise(plan, task, proc, status_r, result_path, conn)
+    finally:
+        _kill_group(proc, 0.5)
+        try:
+            os.remove(pid_file)
+        except OSError:
+            pass
+        shutil.rmtree(workdir, ignore_errors=True)
+        if conn is not None:
+            conn.close()
+
+
+def _supervise(plan: NodePlan, task: int, proc: subprocess.Popen, status_r: int, result_path: str,
+               conn: channel.Connection) -> dict:
+    """Forward the child's output and progress, obey stop, and report its outcome."""
     fwd = _Forwarder(conn)
     pumps = [threading.Thread(target=_pump_lines, args=(proc.stdout, "stdout", fwd), daemon=True),
              threading.Thread(target=_pump_lines, args=(proc.stderr, "stderr", fwd), daemon=True),
@@ -236,40 +279,31 @@ def run_node(plan: NodePlan, task: int, gpus: list[str]) -> dict:
                 _kill_group(proc, plan.stop_grace_secs)
 
     threading.Thread(target=listen, daemon=True, name="tfos-listen").start()
-    try:
-        exit_code = proc.wait()
-        for t in pumps:
-            t.join(timeout=5)
-        fwd.close()
-        outcome = _read_result(result_path)
-        if stopped.is_set():
-            msg = {"type": "result", "ok": False, "stopped": True, "exit_code": exit_code}
-        elif outcome and outcome[0] == "ok":
-            value = outcome[1]
-            if len(value) > MAX_RESULT_BYTES:
-                msg = {"type": "result", "ok": False, "exit_code": exit_code,
-                       "traceback": f"the function returned {len(value)} bytes; at most {MAX_RESULT_BYTES} "
-                                    "can travel back to the driver: write large results to storage instead"}
-            else:
-                msg = {"type": "result", "ok": True, "value": value, "exit_code": exit_code}
+    exit_code = proc.wait()
+    for t in pumps:
+        t.join(timeout=5)
+    fwd.close()
+    outcome = _read_result(result_path)
+    if stopped.is_set():
+        msg = {"type": "result", "ok": False, "stopped": True, "exit_code": exit_code}
+    elif outcome and outcome[0] == "ok":
+        value = outcome[1]
+        if len(value) > MAX_RESULT_BYTES:
+            msg = {"type": "result", "ok": False, "exit_code": exit_code,
+                   "traceback": f"the function returned {len(value)} bytes; at most {MAX_RESULT_BYTES} "
+                                "can travel back to the driver: write large results to storage instead"}
         else:
-            tb = outcome[1] if outcome else ""
-            if not tb and exit_code < 0:
-                tb = f"the process was killed by signal {signal.Signals(-exit_code).name}"
-            msg = {"type": "result", "ok": False, "traceback": tb, "exit_code": exit_code}
-        try:
-            conn.send(msg)
-        except OSError:
-            pass
-        return {"task": task, "outcome": "ok" if msg["ok"] else "error"}
-    finally:
-        _kill_group(proc, 0.5)
-        try:
-            os.remove(pid_file)
-        except OSError:
-            pass
-        shutil.rmtree(workdir, ignore_errors=True)
-        conn.close()
+            msg = {"type": "result", "ok": True, "value": value, "exit_code": exit_code}
+    else:
+        tb = outcome[1] if outcome else ""
+        if not tb and exit_code < 0:
+            tb = f"the process was killed by signal {signal.Signals(-exit_code).name}"
+        msg = {"type": "result", "ok": False, "traceback": tb, "exit_code": exit_code}
+    try:
+        conn.send(msg)
+    except OSError:
+        pass
+    return {"task": task, "outcome": "ok" if msg["ok"] else "error"}
 
 
 def _read_result(path: str):
