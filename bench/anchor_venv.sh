@@ -12,4 +12,4 @@ if [ ! -f "$VENV/.installed" ]; then
     "tensorflow-cpu==2.21.0" "tf-keras==2.21.0" "pyarrow" "numpy" "psutil" "msgpack"
   touch "$VENV/.installed"
 fi
-echo "$VENV/bin/python"
+echo "$(cd "$VENV" && pwd)/bin/python"
