@@ -119,3 +119,8 @@ def test_multiworker_keras_training_lowers_the_loss_and_the_chief_writes_a_check
     worker = run.results["worker:0"]
     assert worker["loss"] == pytest.approx(loss)  # synchronous training: both replicas saw the same loss
     assert {e.state for e in run.events.events(TaskState)} == {"running", "finished"}
+
+
+def test_more_gpus_than_spark_assigns_fail_before_submitting(standalone):
+    with pytest.raises(PreflightError, match="2 GPU\\(s\\) per node were asked for, but each task gets 1"):
+        Run(standalone.sparkContext, slow_echo, 0, 2, gpus_per_node=2).start()

@@ -152,3 +152,35 @@ def _eventually(predicate, timeout: float = 10.0) -> bool:
             return True
         time.sleep(0.1)
     return False
+
+
+def ps_waits_forever(args, ctx):
+    import time
+
+    if ctx.job_name == "ps":
+        time.sleep(600)  # stands for server.join()
+    return ctx.job_name
+
+
+def test_ps_nodes_are_stopped_once_the_training_nodes_finish(local_spark4):
+    t0 = time.monotonic()
+    run = Run(local_spark4.sparkContext, ps_waits_forever, None, 3, num_ps=1).start()
+    assert run.wait(120) == "chief"
+    assert time.monotonic() - t0 < 60
+    assert run.state == "finished"
+    assert set(run.results) == {"chief:0", "worker:0"}
+    [ps_end] = [e for e in run.events.events(TaskState) if e.role == "ps" and e.state != "running"]
+    assert ps_end.state == "finished" and ps_end.detail == "stopped after the training nodes finished"
+    assert _eventually(lambda: not child_processes(run.run_id))
+
+
+def test_reservation_timeout_fails_with_findings_and_cleans_up(local_spark):
+    from tfos_notebook import ReservationTimeout
+
+    run = Run(local_spark.sparkContext, echo, None, 2, reservation_timeout=0.01).start()
+    with pytest.raises(ReservationTimeout, match=r"waited 0s for 2 reservations") as info:
+        run.wait(60)
+    assert info.value.findings and "did not register" in info.value.findings[0].cause
+    assert run.state == "failed"
+    assert _eventually(lambda: not child_processes(run.run_id))
+    assert local_spark.sparkContext.parallelize(range(4)).count() == 4
