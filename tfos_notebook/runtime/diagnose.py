@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .orphans import Leftover
+
 BLOCKER = "blocker"
 WARNING = "warning"
 
@@ -50,6 +52,8 @@ class Snapshot:
         executor_gpus: ``spark.executor.resource.gpu.amount`` (0 when unset).
         gpus_per_node: GPUs the user asked for per node (0 for CPU-only).
         elapsed: seconds since the launch began.
+        other_jobs: descriptions of the other running jobs.
+        leftovers: processes of earlier runs still alive, and foreign processes holding GPUs.
     """
 
     requested_tasks: int
@@ -65,6 +69,7 @@ class Snapshot:
     gpus_per_node: int = 0
     elapsed: float = 0.0
     other_jobs: tuple[str, ...] = field(default=())
+    leftovers: tuple[Leftover, ...] = ()
 
     @property
     def executors_pending(self) -> int:
@@ -141,6 +146,40 @@ def diagnose(s: Snapshot) -> list[Finding]:
             (f"requested {s.requested_tasks} nodes, free slots now {s.total_slots - s.busy_slots}",
              *(f"running: {j}" for j in s.other_jobs)),
             "wait for those jobs, cancel them (sc.cancelJobGroup / the Spark UI), or ask for fewer nodes",
+            WARNING,
+        ))
+    findings += _leftover_findings(s)
+    return findings
+
+
+def _leftover_line(x: Leftover) -> str:
+    gpu = f", holding GPU {','.join(x.gpus)} ({x.used_mib} MiB)" if x.gpus else ""
+    who = f"run {x.run_id} {x.task}".rstrip() if x.run_id else "not started by tfos_notebook"
+    return f"{x.host} pid {x.pid} ({who}){gpu}: {x.cmdline}"
+
+
+def _leftover_findings(s: Snapshot) -> list[Finding]:
+    findings = []
+    ours = [x for x in s.leftovers if not x.foreign and not x.killed]
+    if ours:
+        on_gpu = [x for x in ours if x.gpus]
+        findings.append(Finding(
+            "orphan_processes",
+            f"{len(ours)} process(es) of earlier runs are still alive"
+            + (f", {len(on_gpu)} of them holding GPU memory" if on_gpu else ""),
+            tuple(_leftover_line(x) for x in ours),
+            "kill them with %tfos_cleanup --kill (or tfos_notebook.cleanup(sc, kill=True)), or the Kill "
+            "leftovers button in the monitor",
+            BLOCKER if on_gpu and s.gpus_per_node else WARNING,
+        ))
+    foreign = [x for x in s.leftovers if x.foreign]
+    if foreign:
+        findings.append(Finding(
+            "gpu_held_by_foreign_process",
+            f"{len(foreign)} process(es) not started by tfos_notebook hold GPU memory on the executors",
+            tuple(_leftover_line(x) for x in foreign),
+            "they may belong to another job or user; stop them, or give this run other GPUs (Spark's "
+            "discovery script decides which addresses executors offer)",
             WARNING,
         ))
     return findings

@@ -27,8 +27,8 @@ from urllib.parse import parse_qs, urlparse
 
 from . import channel
 from .ctx import NodeContext, tf_config
+from .orphans import pid_dir
 
-PID_DIR_NAME = "tfos_notebook-pids"
 MAX_RESULT_BYTES = 32 << 20
 LOG_FLUSH_SECONDS = 0.2
 
@@ -72,13 +72,6 @@ def spark_executor_id() -> str:
     if os.path.basename(os.path.dirname(cwd)).startswith("app-"):
         return os.path.basename(cwd)
     return "driver"
-
-
-def pid_dir() -> str:
-    """Where nodes on this machine record the process groups they started (for orphan cleanup)."""
-    path = os.path.join(tempfile.gettempdir(), PID_DIR_NAME)
-    os.makedirs(path, mode=0o700, exist_ok=True)
-    return path
 
 
 def _kill_group(proc: subprocess.Popen, grace: float) -> None:
@@ -158,11 +151,12 @@ def _pump_status(stream, fwd: _Forwarder) -> None:
     stream.close()
 
 
-def _child_env(plan: NodePlan, gpus: list[str]) -> dict:
+def _child_env(plan: NodePlan, task: int, gpus: list[str]) -> dict:
     env = dict(os.environ)
     env.update(plan.env)
     env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
     env["TFOS_RUN_ID"] = plan.run_id  # marks the node's processes (and their children) as this run's
+    env["TFOS_TASK"] = "{}:{}".format(*plan.roles[task])
     env["PYTHONUNBUFFERED"] = "1"
     legacy = plan.legacy_keras
     if legacy is None:
@@ -198,7 +192,7 @@ def _spawn_child(plan: NodePlan, task: int, gpus: list[str], workdir: str) -> tu
     proc = subprocess.Popen(
         [sys.executable, "-m", "tfos_notebook.runtime.child", str(status_w), str(os.getpid()), plan.run_id,
          str(task)],
-        env=_child_env(plan, gpus), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env=_child_env(plan, task, gpus), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         pass_fds=(status_w,), start_new_session=True, cwd=workdir,
     )
     os.close(status_w)

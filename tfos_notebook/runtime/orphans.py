@@ -1,0 +1,170 @@
+"""Processes left behind by earlier runs, found and (on request) killed on every executor host.
+
+Every node's processes carry ``TFOS_RUN_ID`` (and ``TFOS_TASK``) in their environment, and every
+node records its child under ``pid_dir()`` with its own pid. A process marked with a run whose
+nodes on this host are all gone is a leftover: it may still hold a GPU or a port and block the next
+run. Processes holding a GPU that are not ours at all are reported too, as foreign holders.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import socket
+import time
+from dataclasses import asdict, dataclass
+
+import psutil
+
+from .gpus import GpuProcess, gpu_processes
+
+PID_DIR_NAME = "tfos_notebook-pids"
+
+
+def pid_dir() -> str:
+    """Where nodes on this machine record the process groups they started."""
+    import tempfile
+
+    path = os.path.join(tempfile.gettempdir(), PID_DIR_NAME)
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    return path
+
+
+@dataclass(frozen=True)
+class Leftover:
+    """A process on ``host``: ``run_id`` is the run that started it ("" for a foreign GPU holder)."""
+
+    host: str
+    pid: int
+    run_id: str
+    task: str
+    cmdline: str
+    gpus: tuple[str, ...] = ()
+    used_mib: int = 0
+    killed: bool = False
+
+    @property
+    def foreign(self) -> bool:
+        return not self.run_id
+
+
+def _live_runs() -> set[str]:
+    """Runs with a live node on this host (their pid records name a running node process)."""
+    live = set()
+    for path in glob.glob(os.path.join(pid_dir(), "*.json")):
+        try:
+            with open(path) as f:
+                record = json.load(f)
+        except (OSError, ValueError):
+            continue
+        if psutil.pid_exists(int(record.get("node_pid", -1))):
+            live.add(record["run_id"])
+        else:
+            try:
+                os.remove(path)  # the node is gone; its record is stale
+            except OSError:
+                pass
+    return live
+
+
+def _kill(pid: int, grace: float = 3.0) -> bool:
+    try:
+        proc = psutil.Process(pid)
+        proc.terminate()
+        try:
+            proc.wait(grace)
+        except psutil.TimeoutExpired:
+            proc.kill()
+            proc.wait(grace)
+        return True
+    except psutil.NoSuchProcess:
+        return True
+    except (psutil.AccessDenied, psutil.TimeoutExpired):
+        return False
+
+
+def scan_host(exclude_runs: frozenset[str] | set[str] = frozenset(), kill: bool = False,
+              gpu_holders: list[GpuProcess] | None = None) -> list[Leftover]:
+    """Leftovers of earlier runs on this machine, and foreign processes holding GPUs.
+
+    Args:
+        exclude_runs: runs that are active and must not be touched.
+        kill: terminate the leftovers of our runs (never foreign processes).
+        gpu_holders: GPU processes to attribute (default: ask NVML / nvidia-smi).
+    """
+    host = socket.gethostname()
+    live = _live_runs() | set(exclude_runs)
+    holders = gpu_processes() if gpu_holders is None else gpu_holders
+    by_pid: dict[int, list[GpuProcess]] = {}
+    for g in holders or []:
+        by_pid.setdefault(g.pid, []).append(g)
+    found, ours = [], set()
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            env = proc.environ()
+        except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
+            continue
+        run_id = env.get("TFOS_RUN_ID")
+        if not run_id:
+            continue
+        ours.add(proc.pid)
+        if run_id in live:
+            continue
+        gpus = by_pid.get(proc.pid, [])
+        killed = _kill(proc.pid) if kill else False
+        found.append(Leftover(host, proc.pid, run_id, env.get("TFOS_TASK", ""),
+                              " ".join(proc.info["cmdline"] or [])[:300], tuple(g.gpu for g in gpus),
+                              sum(g.used_mib for g in gpus), killed))
+    for pid, gpus in by_pid.items():
+        if pid in ours:
+            continue
+        try:
+            cmd = " ".join(psutil.Process(pid).cmdline())[:300]
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            cmd = "?"
+        found.append(Leftover(host, pid, "", "", cmd, tuple(g.gpu for g in gpus), sum(g.used_mib for g in gpus)))
+    return found
+
+
+def _scan_task(exclude_runs: list[str], kill: bool):
+    def scan(iterator):
+        for leftover in scan_host(set(exclude_runs), kill):
+            yield asdict(leftover)
+
+    return scan
+
+
+def scan_cluster(sc, exclude_runs: set[str] | frozenset[str] = frozenset(), kill: bool = False,
+                 timeout: float = 60.0) -> list[Leftover]:
+    """Leftovers on every executor host (and the driver's): one barrier task per slot, so every
+    executor runs one. Raises ``TimeoutError`` when the slots are busy for longer than ``timeout``."""
+
+    from .preflight import total_slots
+
+    slots = max(1, total_slots(sc))
+    group = f"tfos-cleanup-{time.time_ns()}"
+    rows: list[dict] = []
+    error: list[BaseException] = []
+
+    def job() -> None:
+        try:
+            sc.setJobGroup(group, "tfos_notebook leftover scan", interruptOnCancel=True)
+            rows.extend(sc.parallelize(range(slots), slots).barrier()
+                        .mapPartitions(_scan_task(sorted(exclude_runs), kill)).collect())
+        except BaseException as e:  # surfaced below
+            error.append(e)
+
+    from pyspark import InheritableThread
+
+    thread = InheritableThread(target=job, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        sc.cancelJobGroup(group)
+        raise TimeoutError(f"the leftover scan did not get {slots} free slots within {timeout:.0f}s")
+    if error:
+        raise error[0]
+    local = [asdict(x) for x in scan_host(exclude_runs, kill)]
+    unique = {(r["host"], r["pid"]): r for r in [*rows, *local]}
+    return [Leftover(**{**r, "gpus": tuple(r["gpus"])}) for r in unique.values()]
