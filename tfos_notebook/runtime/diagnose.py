@@ -54,6 +54,11 @@ class Snapshot:
         elapsed: seconds since the launch began.
         other_jobs: descriptions of the other running jobs.
         leftovers: processes of earlier runs still alive, and foreign processes holding GPUs.
+        registered: ``role:index`` of the nodes registered so far (during a launch).
+        stalled_for: seconds since the last registration (during a launch).
+        task_errors: errors of failed attempts of the launch's Spark tasks.
+        versions: ``(role:index, python, tensorflow)`` each registered node reported ("" when absent).
+        driver_versions: the driver's ``(python, tensorflow)``.
     """
 
     requested_tasks: int
@@ -70,6 +75,11 @@ class Snapshot:
     elapsed: float = 0.0
     other_jobs: tuple[str, ...] = field(default=())
     leftovers: tuple[Leftover, ...] = ()
+    registered: tuple[str, ...] = ()
+    stalled_for: float = 0.0
+    task_errors: tuple[str, ...] = ()
+    versions: tuple[tuple[str, str, str], ...] = ()
+    driver_versions: tuple[str, str] = ("", "")
 
     @property
     def executors_pending(self) -> int:
@@ -149,7 +159,91 @@ def diagnose(s: Snapshot) -> list[Finding]:
             WARNING,
         ))
     findings += _leftover_findings(s)
+    findings += _version_findings(s)
+    if s.task_errors:
+        findings.append(Finding(
+            "node_crashed_before_registering",
+            f"{len(s.task_errors)} Spark task attempt(s) of the launch failed before their node registered",
+            tuple(_tail(e) for e in s.task_errors[-3:]),
+            "read the error above; a ModuleNotFoundError usually means tfos_notebook or its dependencies are "
+            "not installed on the executors (install them as a cluster library)",
+        ))
+    if s.registered and len(s.registered) < s.requested_tasks and s.stalled_for and not blockers(findings):
+        missing = [r for r in s.roles if r not in s.registered]
+        findings.append(Finding(
+            "registration_stalled",
+            f"{len(s.registered)} of {s.requested_tasks} nodes registered; none for {s.stalled_for:.0f}s",
+            (f"registered: {', '.join(s.registered)}", f"missing: {', '.join(missing)}", *_executor_lines(s)),
+            "the missing nodes' tasks have not started: check the Spark UI for pending tasks and the "
+            "executors' stderr; other jobs or a lost executor can hold their slots",
+            WARNING,
+        ))
     return findings
+
+
+def _tail(text: str, lines: int = 6) -> str:
+    kept = [line for line in text.strip().splitlines() if line.strip()][-lines:]
+    return " | ".join(line.strip() for line in kept)
+
+
+def _version_findings(s: Snapshot) -> list[Finding]:
+    findings = []
+    no_tf = [name for name, _, tf in s.versions if not tf]
+    if no_tf:
+        findings.append(Finding(
+            "tensorflow_missing",
+            f"TensorFlow is not installed for the Python that runs nodes {', '.join(no_tf)}",
+            tuple(f"{name}: python {py}, tensorflow not found" for name, py, tf in s.versions if not tf),
+            "install tensorflow (and tf-keras) into the executors' Python (spark.pyspark.python / "
+            "PYSPARK_PYTHON), e.g. as a cluster library",
+            WARNING,
+        ))
+    pythons = {py.rsplit(".", 1)[0] for _, py, _ in s.versions if py}
+    tfs = {tf for _, _, tf in s.versions if tf}
+    driver_py, driver_tf = s.driver_versions
+    if len(pythons) > 1 or (driver_py and pythons and {driver_py.rsplit(".", 1)[0]} != pythons):
+        findings.append(Finding(
+            "python_version_mismatch",
+            "the driver and the nodes run different Python versions; functions pickled on one may not load "
+            "on the other",
+            (f"driver: python {driver_py}", *(f"{name}: python {py}" for name, py, _ in s.versions)),
+            "use the same Python minor version everywhere (spark.pyspark.python and spark.pyspark.driver.python)",
+            WARNING,
+        ))
+    if len(tfs) > 1 or (driver_tf and tfs and {driver_tf} != tfs):
+        findings.append(Finding(
+            "tensorflow_version_mismatch",
+            "nodes (or the driver) have different TensorFlow versions",
+            (f"driver: tensorflow {driver_tf or 'not installed'}",
+             *(f"{name}: tensorflow {tf}" for name, _, tf in s.versions if tf)),
+            "install one TensorFlow version on every executor (and on the driver if it evaluates models)",
+            WARNING,
+        ))
+    return findings
+
+
+def diagnose_failure(role: str, index: int, host: str, traceback_text: str, port: int = 0) -> list[Finding]:
+    """Findings that explain a node's failure from its traceback (a pure function of the text)."""
+    where = f"{role}:{index} on {host}"
+    last = _tail(traceback_text, 3)
+    if "Could not start gRPC server" in traceback_text or "Failed to add port" in traceback_text:
+        return [Finding(
+            "port_in_use",
+            f"TensorFlow on {where} could not bind its port {port or ''}".rstrip(),
+            (f"{where}: {last}",),
+            f"another process holds port {port} on {host} (see `ss -ltnp`); if it is a leftover of an earlier "
+            "run, kill it with %tfos_cleanup --kill; a new launch picks fresh ports",
+        )]
+    if "No module named 'tensorflow'" in traceback_text or (
+            "tensorflow" in traceback_text and ("ImportError" in traceback_text or "ModuleNotFoundError" in traceback_text)):
+        return [Finding(
+            "tensorflow_import_failed",
+            f"TensorFlow could not be imported on {where}",
+            (f"{where}: {last}",),
+            "install tensorflow (and tf-keras) into the executors' Python, and check that no other folder on "
+            "PYTHONPATH shadows it",
+        )]
+    return []
 
 
 def _leftover_line(x: Leftover) -> str:

@@ -33,13 +33,16 @@ class ReservationTimeout(LaunchError):
 class NodeError(TFOSError):
     """The user's function failed on a node; carries that node's role, host and traceback."""
 
-    def __init__(self, role: str, index: int, host: str, traceback_text: str, exit_code: int | None = None):
+    def __init__(self, role: str, index: int, host: str, traceback_text: str, exit_code: int | None = None,
+                 findings: Sequence = ()):
         self.role, self.index, self.host = role, index, host
         self.traceback_text = traceback_text
         self.exit_code = exit_code
+        self.findings = list(findings)
         where = f"{role}:{index} on {host}"
         detail = traceback_text.rstrip() or f"the process exited with code {exit_code} and printed no traceback"
-        super().__init__(f"the function failed on {where}:\n{detail}")
+        hints = "".join(f"\nlikely cause: {f.cause}\nfix: {f.remedy}" for f in self.findings)
+        super().__init__(f"the function failed on {where}:\n{detail}{hints}")
 
 
 class RunStopped(TFOSError):

@@ -19,7 +19,7 @@ from typing import Any
 
 from . import channel, preflight
 from .ctx import FOREGROUND_ROLES
-from .diagnose import Finding, blockers, diagnose
+from .diagnose import Finding, Snapshot, blockers, diagnose, diagnose_failure
 from .errors import NodeError, PreflightError, ReservationTimeout, RunStopped, SparkJobError, TFOSError
 from .events import (
     ClusterReady,
@@ -34,6 +34,7 @@ from .events import (
     TaskState,
 )
 from .node import NodePlan
+from .orphans import Leftover
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +137,10 @@ class Run:
         self._foreground_done_at: float | None = None
         self._server: channel.ControlServer | None = None
         self._thread: threading.Thread | None = None
+        self._leftovers: dict[tuple[str, int], Leftover] = {}
+        self._versions: dict[str, tuple[str, str]] = {}
+        self._seen_findings: set[tuple[str, str]] = set()
+        self.stall_secs = 3.0  # no registration for this long -> diagnose and show findings
         self.started_at: float | None = None
 
     # -- views ---------------------------------------------------------------------------------
@@ -169,8 +174,7 @@ class Run:
         self.started_at = time.monotonic()
         names = tuple(f"{r}:{i}" for r, i in self.roles)
         findings = self._preflight(names)
-        for f in findings:
-            self.events.publish(FindingRaised(self.run_id, finding=f))
+        self._publish_findings(findings)
         if blockers(findings):
             error = PreflightError(f"cannot launch {len(self.roles)} nodes:", blockers(findings))
             self._finish("failed", error)
@@ -225,25 +229,66 @@ class Run:
                 else:
                     self._finish("finished")
 
-    def _watch_reservations(self) -> None:
-        ready = self.events.wait_for(
-            lambda evs: any(isinstance(e, (ClusterReady, RunFinished)) for e in evs), self.reservation_timeout
+    def _publish_findings(self, findings: list[Finding]) -> None:
+        for f in findings:
+            key = (f.code, f.cause)
+            if key not in self._seen_findings:
+                self._seen_findings.add(key)
+                self.events.publish(FindingRaised(self.run_id, finding=f))
+
+    def _live_snapshot(self, stalled_for: float) -> Snapshot:
+        import platform
+
+        from .node import installed_versions
+
+        names = tuple(f"{r}:{i}" for r, i in self.roles)
+        with self._lock:
+            registered = tuple(nd.name for nd in self._nodes if nd.conn is not None)
+            versions = tuple((name, py, tf) for name, (py, tf) in self._versions.items())
+            leftovers = tuple(self._leftovers.values())
+        return preflight.snapshot(
+            self.sc, len(self.roles), names, self.gpus_per_node, time.monotonic() - self.started_at,
+            registered=registered, stalled_for=stalled_for, leftovers=leftovers, versions=versions,
+            task_errors=preflight.task_errors(self.sc, self.job_group),
+            driver_versions=(platform.python_version(), installed_versions()["tensorflow"]),
         )
-        if ready:
+
+    def _watch_reservations(self) -> None:
+        """While nodes register: when registrations stop for ``stall_secs``, diagnose and publish the
+        findings (again each time something new turns up); at ``reservation_timeout``, fail."""
+        deadline = self.started_at + self.reservation_timeout
+        last_count, last_change = 0, time.monotonic()
+        while not self._done.is_set() and not self.cluster_spec:
+            now = time.monotonic()
+            if now >= deadline:
+                break
+            count = sum(nd.conn is not None for nd in self._nodes)
+            if count != last_count:
+                last_count, last_change = count, now
+            elif now - last_change >= self.stall_secs:
+                try:
+                    self._publish_findings(diagnose(self._live_snapshot(now - last_change)))
+                except Exception:  # the JVM may be busy or gone; diagnosis is best effort
+                    log.debug("live diagnosis failed", exc_info=True)
+            time.sleep(min(0.25, max(0.0, deadline - now)))
+        if self._done.is_set() or self.cluster_spec:
             return
         with self._lock:
-            registered = [nd for nd in self._nodes if nd.conn is not None]
+            registered = [nd.name for nd in self._nodes if nd.conn is not None]
             missing = [nd.name for nd in self._nodes if nd.conn is None]
-            snap = preflight.snapshot(self.sc, len(self.roles), tuple(f"{r}:{i}" for r, i in self.roles),
-                                      self.gpus_per_node, time.monotonic() - self.started_at)
-            findings = diagnose(snap) or [Finding(
-                "reservation_timeout",
-                f"{len(missing)} of {len(self.roles)} nodes did not register within {self.reservation_timeout:.0f}s",
-                (f"registered: {[nd.name for nd in registered]}", f"missing: {missing}"),
-                "check the executors' stderr for errors, or raise reservation_timeout",
-            )]
-            self._abort(ReservationTimeout(f"run {self.name}: waited {self.reservation_timeout:.0f}s for "
-                                           f"{len(self.roles)} reservations, got {len(registered)}", findings))
+        try:
+            findings = diagnose(self._live_snapshot(time.monotonic() - last_change))
+        except Exception:
+            findings = []
+        findings = blockers(findings) or findings or [Finding(
+            "reservation_timeout",
+            f"{len(missing)} of {len(self.roles)} nodes did not register within {self.reservation_timeout:.0f}s",
+            (f"registered: {registered}", f"missing: {missing}"),
+            "check the executors' stderr for errors, or raise reservation_timeout",
+        )]
+        self._publish_findings(findings)
+        self._abort(ReservationTimeout(f"run {self.name}: waited {self.reservation_timeout:.0f}s for "
+                                       f"{len(self.roles)} reservations, got {len(registered)}", findings))
 
     # -- control channel -----------------------------------------------------------------------
     def _on_message(self, conn: channel.Connection, msg: dict) -> None:
@@ -265,6 +310,8 @@ class Run:
             self._set_state(node, str(msg.get("state")))
         elif kind == "result":
             self._on_result(node, msg)
+        elif kind == "leftovers":
+            self._on_leftovers(msg.get("items", []))
         else:
             raise channel.ChannelError(f"unknown message type {kind!r}")
 
@@ -276,6 +323,7 @@ class Run:
             node = self._nodes[task]
             node.conn, node.host, node.port = conn, str(msg["host"]), int(msg["port"])
             node.executor_id = str(msg.get("executor_id", ""))
+            self._versions[node.name] = (str(msg.get("python", "")), str(msg.get("tensorflow", "")))
             conn.attrs["node"] = node
             node.state = "registered"
             gpus = tuple(str(g) for g in msg.get("gpus", []))
@@ -293,6 +341,17 @@ class Run:
                 for nd in self._nodes:
                     nd.conn.send({"type": "cluster", "cluster_spec": spec})
                 self.events.publish(ClusterReady(self.run_id, cluster_spec=spec))
+
+    def _on_leftovers(self, items: list) -> None:
+        found = []
+        with self._lock:
+            for item in items:
+                x = Leftover(**{**item, "gpus": tuple(item.get("gpus", ()))})
+                if (x.host, x.pid) not in self._leftovers:
+                    self._leftovers[(x.host, x.pid)] = x
+                    found.append(x)
+        if found:
+            self._publish_findings(diagnose(Snapshot(0, leftovers=tuple(found), gpus_per_node=self.gpus_per_node)))
 
     def _set_state(self, node: _Node, state: str, detail: str = "") -> None:
         node.state = state
@@ -312,8 +371,10 @@ class Run:
                 return
             else:
                 self._set_state(node, "failed", f"exit code {msg.get('exit_code')}")
-                self._abort(NodeError(node.role, node.index, node.host, str(msg.get("traceback", "")),
-                                      msg.get("exit_code")))
+                tb = str(msg.get("traceback", ""))
+                findings = diagnose_failure(node.role, node.index, node.host, tb, node.port)
+                self._publish_findings(findings)
+                self._abort(NodeError(node.role, node.index, node.host, tb, msg.get("exit_code"), findings))
                 return
             foreground = [nd for nd in self._nodes if nd.role in FOREGROUND_ROLES]
             if self._foreground_done_at is None and all(nd.state == "finished" for nd in foreground):

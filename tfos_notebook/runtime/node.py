@@ -217,7 +217,8 @@ def run_node(plan: NodePlan, task: int, gpus: list[str]) -> dict:
         reservation.bind((host, 0))
         port = reservation.getsockname()[1]
         conn.send({"type": "register", "task": task, "attempt": plan.attempt, "host": host, "port": port,
-                   "pid": os.getpid(), "gpus": gpus, "executor_id": spark_executor_id()})
+                   "pid": os.getpid(), "gpus": gpus, "executor_id": spark_executor_id(), **installed_versions()})
+        threading.Thread(target=_report_leftovers, args=(plan.run_id, conn), daemon=True).start()
         reply = conn.recv()
         if reply.get("type") != "cluster":
             reservation.close()
@@ -298,6 +299,34 @@ def _supervise(plan: NodePlan, task: int, proc: subprocess.Popen, status_r: int,
     except OSError:
         pass
     return {"task": task, "outcome": "ok" if msg["ok"] else "error"}
+
+
+def installed_versions() -> dict[str, str]:
+    """This Python's version and the installed TensorFlow's (without importing it)."""
+    from importlib import metadata
+
+    tf = ""
+    for dist in ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tf-nightly"):
+        try:
+            tf = metadata.version(dist)
+            break
+        except metadata.PackageNotFoundError:
+            continue
+    return {"python": ".".join(map(str, sys.version_info[:3])), "tensorflow": tf}
+
+
+def _report_leftovers(run_id: str, conn: channel.Connection) -> None:
+    """Tell the driver about processes of earlier runs (and foreign GPU holders) on this host."""
+    from dataclasses import asdict
+
+    from .orphans import scan_host
+
+    try:
+        found = [asdict(x) for x in scan_host(exclude_runs={run_id})]
+        if found:
+            conn.send({"type": "leftovers", "items": found})
+    except Exception:  # diagnostics must never break the node
+        pass
 
 
 def _read_result(path: str):

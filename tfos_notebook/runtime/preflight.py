@@ -64,8 +64,26 @@ def _busy(sc) -> tuple[int, tuple[str, ...]]:
     return busy, tuple(jobs)
 
 
+def task_errors(sc, job_group: str) -> tuple[str, ...]:
+    """Error messages of failed task attempts in the jobs of ``job_group`` (every stage attempt)."""
+    tracker, store = sc.statusTracker(), sc._jsc.sc().statusStore()
+    errors = []
+    for job_id in tracker.getJobIdsForGroup(job_group):
+        job = tracker.getJobInfo(job_id)
+        for stage_id in (job.stageIds if job else []):
+            stage = tracker.getStageInfo(stage_id)
+            for attempt in range(stage.currentAttemptId + 1 if stage else 0):
+                for task in _scala_list(sc, store.taskList(stage_id, attempt, 100)):
+                    message = task.errorMessage()
+                    if message.isDefined():
+                        errors.append(str(message.get()))
+    return tuple(errors)
+
+
 def snapshot(sc, requested_tasks: int, roles: tuple[str, ...] = (), gpus_per_node: int = 0,
-             elapsed: float = 0.0) -> Snapshot:
+             elapsed: float = 0.0, **live) -> Snapshot:
+    """A ``Snapshot`` of the cluster now; ``live`` adds what a launch in progress knows
+    (registered, stalled_for, task_errors, leftovers, versions, driver_versions)."""
     conf = sc.getConf()
     busy, jobs = _busy(sc)
     return Snapshot(
@@ -82,6 +100,7 @@ def snapshot(sc, requested_tasks: int, roles: tuple[str, ...] = (), gpus_per_nod
         executor_gpus=int(float(conf.get("spark.executor.resource.gpu.amount", "0"))),
         gpus_per_node=gpus_per_node,
         elapsed=elapsed,
+        **live,
     )
 
 
