@@ -5,6 +5,9 @@ proxy, or local).
 """
 
 from .mirror import Mirror, UnsafePathError
+from .process import StartLaunched, StartReused, TensorBoardError, TensorBoardInfo
 from .sources import LogdirError, open_source
+from .urls import ProxyPortError, tensorboard_url
 
-__all__ = ["LogdirError", "Mirror", "UnsafePathError", "open_source"]
+__all__ = ["LogdirError", "Mirror", "ProxyPortError", "StartLaunched", "StartReused", "TensorBoardError",
+           "TensorBoardInfo", "UnsafePathError", "open_source", "tensorboard_url"]
