@@ -24,11 +24,12 @@ def jupyter_server(tmp_path):
     runtime = tmp_path / "runtime"
     env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(runtime), "JUPYTER_CONFIG_DIR": str(tmp_path / "config")}
     port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "jupyter_server", "--no-browser", "--allow-root", f"--ServerApp.port={port}",
-         "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={TOKEN}", f"--ServerApp.base_url={BASE_URL}",
-         f"--ServerApp.root_dir={tmp_path}"],
-        env=env, stdout=subprocess.DEVNULL, stderr=open(tmp_path / "server.log", "wb"))
+    with open(tmp_path / "server.log", "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "jupyter_server", "--no-browser", "--allow-root", f"--ServerApp.port={port}",
+             "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={TOKEN}", f"--ServerApp.base_url={BASE_URL}",
+             f"--ServerApp.root_dir={tmp_path}"],
+            env=env, stdout=subprocess.DEVNULL, stderr=log)
     deadline = time.monotonic() + 60
     while not glob.glob(str(runtime / "jpserver-*.json")):
         assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "server.log").read_text()
