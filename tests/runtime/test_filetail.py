@@ -132,3 +132,16 @@ def test_at_most_max_hot_files_are_checked_every_scan_besides_those_with_unread_
     for i in range(50):
         _append(tmp_path / f"d{i:02d}" / "events", b"y")
     assert len(tail.scan()) == 5 + 1  # the 5 hottest and a slice of the 45 others
+
+
+def test_a_file_added_without_moving_its_directory_mtime_is_found_within_cold_every_scans(tmp_path):
+    """As on NFS or the /dbfs FUSE mount, where adding a file may leave the directory's mtime as is."""
+    _append(tmp_path / "run" / "a", b"1")
+    old = 1_000_000_000
+    os.utime(tmp_path / "run", (old, old))
+    tail = DirTail(str(tmp_path), cold_every=3)
+    tail.scan()
+    _append(tmp_path / "run" / "b", b"2")
+    os.utime(tmp_path / "run", (old, old))
+    chunks = [c for _ in range(3) for c in tail.scan()]
+    assert _as_dict(chunks) == {("run/b", 0): b"2"}

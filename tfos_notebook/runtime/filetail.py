@@ -4,8 +4,8 @@ Used on the nodes to ship TensorBoard event files to the driver, and on the driv
 local or FUSE-mounted log directory. It assumes files only grow (event files do): a file that
 shrinks is reported once and no longer followed.
 
-A scan is cheap when nothing changed. Directories are stat'ed every scan and listed again only
-when their mtime moves (a file was added or removed). "Hot" files are stat'ed every scan: the
+A scan is cheap when nothing changed. Directories are stat'ed every scan and listed again when
+their mtime moves (a file was added or removed), and otherwise once every ``cold_every`` scans. "Hot" files are stat'ed every scan: the
 newest file of each directory (a TensorBoard writer appends to the newest event file of its run,
 however long it pauses between epochs), files that grew within ``hot_secs`` (by their mtime when
 first seen), and files whose bytes are not all read yet; at most ``max_hot`` of them, the most
@@ -65,7 +65,8 @@ class DirTail:
         max_bytes: at most this many bytes are returned by one scan; the rest comes next scan.
         hot_secs: a file that grew within this many seconds is stat'ed on every scan.
         max_hot: at most this many files are stat'ed on every scan, files with unread bytes aside.
-        cold_every: the other files are each stat'ed once every this many scans.
+        cold_every: the other files are each stat'ed, and every directory listed, once every this
+            many scans.
     """
 
     def __init__(self, root: str, start_offset: Callable[[str], int] | None = None,
@@ -82,6 +83,7 @@ class DirTail:
         self._files: dict[str, _File] = {}
         self._newest: dict[str, str] = {}  # reldir -> its most recently grown file
         self._cold_cursor = 0
+        self._dir_cursor = 0
         self._lock = threading.Lock()
 
     @property
@@ -118,7 +120,15 @@ class DirTail:
         if "" not in self._dirs:
             self._visit("")
             return
-        for reldir in list(self._dirs):
+        dirs = list(self._dirs)
+        # A rotating slice is listed whatever its mtime says: some network and FUSE filesystems
+        # (NFS, /dbfs) do not move a directory's mtime when a file is added.
+        n = math.ceil(len(dirs) / self.cold_every)
+        start = self._dir_cursor % len(dirs)
+        for reldir in (dirs[start:] + dirs[:start])[:n]:
+            self._dirs[reldir] = -1
+        self._dir_cursor = start + n
+        for reldir in dirs:
             if reldir in self._dirs:  # not dropped with a vanished parent this round
                 self._visit(reldir)
 
