@@ -24,7 +24,9 @@ import time
 import traceback
 
 
-def _watch_parent(parent: int, interval: float = 0.5) -> None:
+def watch_parent(parent: int, interval: float = 0.5) -> None:
+    """Kill this process and its whole process group as soon as ``parent`` is no longer its parent
+    (it died). Run it on a daemon thread of a process started with ``start_new_session=True``."""
     while True:
         time.sleep(interval)
         if os.getppid() != parent:
@@ -40,7 +42,7 @@ def _write_result(path: str, outcome: tuple) -> None:
 
 def main(argv: list[str]) -> int:
     status_fd, node_pid = int(argv[1]), int(argv[2])
-    threading.Thread(target=_watch_parent, args=(node_pid,), daemon=True).start()
+    threading.Thread(target=watch_parent, args=(node_pid,), daemon=True).start()
     status = os.fdopen(status_fd, "w", buffering=1)
     import cloudpickle  # imported while the cluster is still reserving
 

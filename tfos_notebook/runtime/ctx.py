@@ -13,6 +13,19 @@ HADOOP_SCHEMES = ("adl://", "abfs://", "abfss://", "dbfs:/", "file://", "gs://",
 FOREGROUND_ROLES = ("chief", "master", "worker")
 
 
+def is_shared_logdir(path: str | None) -> bool:
+    """Whether a run's log directory is storage the nodes and the driver share (a URI such as
+    ``hdfs://``, ``dbfs:/``, ``s3a://``, ``file://``, or a ``/dbfs/`` FUSE path): nodes then write
+    there directly and the driver mirrors it. Any other path is a directory on each node's own
+    disk, whose new bytes the nodes ship to the driver over the control channel."""
+    return bool(path) and ("://" in path or path.startswith(("dbfs:", "/dbfs/")))
+
+
+def node_dir_name(role: str, index: int) -> str:
+    """The log subdirectory (and TensorBoard run) of one node: ``chief_0``, ``worker_1``..."""
+    return f"{role}_{index}"
+
+
 def absolute_path(default_fs: str, working_dir: str, path: str) -> str:
     """Resolve ``path`` against the cluster's default filesystem, as TensorFlowOnSpark does.
 
@@ -46,7 +59,9 @@ class NodeContext:
         working_dir: the driver's working directory.
 
     Also: ``run_id``, ``host``, ``spark_executor_id``, ``gpus`` (addresses Spark assigned),
-    ``model_dir``, ``log_dir`` and ``attempt``. ``TF_CONFIG`` is already set in the environment.
+    ``model_dir``, ``attempt``, and ``log_dir``: this node's own log directory, named after its
+    role (``<run log dir>/chief_0``...), which appears in the driver's TensorBoard as a run of that
+    name. ``TF_CONFIG`` is already set in the environment.
     """
 
     run_id: str
@@ -64,6 +79,7 @@ class NodeContext:
     attempt: int = 0
     mgr: Any = None
     _status: IO[str] | None = field(default=None, repr=False, compare=False)
+    _flusher: Any = field(default=None, repr=False, compare=False)
 
     @property
     def worker_num(self) -> int:
@@ -88,6 +104,38 @@ class NodeContext:
         """Send training progress (step and scalar metrics such as ``loss``) to the driver's monitor."""
         self._emit({"type": "step", "step": int(step), "metrics": {k: float(v) for k, v in metrics.items()}})
 
+    def summary_writer(self, name: str = "", flush_secs: float = 1.0):
+        """A ``tf.summary`` file writer under this node's log directory (``name``: a subdirectory),
+        flushed every ``flush_secs`` so the driver's TensorBoard shows its points within about a
+        second, and once more when the process exits."""
+        from .summaries import Flusher, create_writer
+
+        if self._flusher is None:
+            self._flusher = Flusher(flush_secs)
+        logdir = f"{self.log_dir.rstrip('/')}/{name}" if name else self.log_dir
+        return create_writer(logdir, self._flusher)
+
+    def callbacks(self, tensorboard: bool = True, checkpoint: bool = True, progress: bool = True,
+                  flush_secs: float = 1.0, **tensorboard_args: Any) -> list:
+        """Keras callbacks wired to this run's directories, for ``model.fit(..., callbacks=ctx.callbacks())``.
+
+        Args:
+            tensorboard: a Keras TensorBoard callback writing to ``ctx.log_dir`` whose writers are
+                flushed at every epoch end (and every ``flush_secs`` during an epoch when
+                ``update_freq`` is per batch). Under a multi-worker strategy Keras writes events on
+                worker 0 only; use :meth:`summary_writer` for per-worker curves.
+            checkpoint: a ModelCheckpoint saving weights to ``ctx.model_dir`` at each epoch end
+                (TensorFlow checkpoints ``ckpt-0001`` with tf-keras, ``ckpt-0001.weights.h5`` with
+                Keras 3); skipped when the run has no model_dir.
+            progress: report each epoch's metrics to the driver's monitor (``ctx.report``).
+            tensorboard_args: passed to the Keras TensorBoard callback (``update_freq``,
+                ``histogram_freq``...).
+        """
+        from .summaries import keras_callbacks
+
+        return keras_callbacks(self, tensorboard=tensorboard, checkpoint=checkpoint, progress=progress,
+                               flush_secs=flush_secs, **tensorboard_args)
+
     def _emit(self, msg: dict) -> None:
         if self._status is not None:
             self._status.write(json.dumps(msg) + "\n")
@@ -96,6 +144,7 @@ class NodeContext:
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
         state["_status"] = None
+        state["_flusher"] = None
         return state
 
 

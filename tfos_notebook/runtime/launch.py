@@ -15,10 +15,11 @@ import pickle
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from . import channel, preflight
-from .ctx import FOREGROUND_ROLES
+from .ctx import FOREGROUND_ROLES, node_dir_name
 from .diagnose import Finding, Snapshot, blockers, diagnose, diagnose_failure
 from .errors import NodeError, PreflightError, ReservationTimeout, RunStopped, SparkJobError, TFOSError
 from .events import (
@@ -33,12 +34,16 @@ from .events import (
     Step,
     TaskState,
 )
+from .filetail import Chunk
 from .node import NodePlan
 from .orphans import Leftover
 
 log = logging.getLogger(__name__)
 
 BACKGROUND_ROLES = ("ps", "evaluator")
+
+
+FileSink = Callable[[str, list[Chunk]], dict[str, int]]
 
 
 class ConfigError(TFOSError, ValueError):
@@ -96,7 +101,12 @@ class Run:
         num_nodes: barrier tasks, one per node, ps and evaluator included.
         num_ps: parameter servers; master_node: ``"chief"`` (default), ``"master"`` or None;
         eval_node: add one evaluator.
-        log_dir, model_dir: handed to the nodes as ``ctx.log_dir`` / ``ctx.model_dir``.
+        log_dir: the run's log directory. A URI (``hdfs://``, ``dbfs:/``, ``s3a://``, ``file://``...)
+            or ``/dbfs/`` path is shared storage: each node writes to ``<log_dir>/<role>_<index>``
+            there. Any other path (or None: a temporary directory) is on each node's own disk, and
+            the nodes ship what they write there to the driver (see ``set_file_sink``).
+            ``ctx.log_dir`` is the node's own subdirectory.
+        model_dir: handed to the nodes as ``ctx.model_dir``.
         reservation_timeout: seconds for every node to register before the run fails with findings.
         gpus_per_node: GPUs each node needs from Spark's task resources (0: CPU only, or whatever
             ``spark.task.resource.gpu.amount`` gives).
@@ -141,6 +151,7 @@ class Run:
         self._versions: dict[str, tuple[str, str]] = {}
         self._seen_findings: set[tuple[str, str]] = set()
         self.stall_secs = 3.0  # no registration for this long -> diagnose and show findings
+        self._file_sink: FileSink | None = None
         self.started_at: float | None = None
 
     # -- views ---------------------------------------------------------------------------------
@@ -312,8 +323,47 @@ class Run:
             self._on_result(node, msg)
         elif kind == "leftovers":
             self._on_leftovers(msg.get("items", []))
+        elif kind == "files":
+            self._on_files(conn, node, msg)
         else:
             raise channel.ChannelError(f"unknown message type {kind!r}")
+
+    @property
+    def file_sink(self) -> FileSink | None:
+        """The current receiver of shipped event-file bytes (see ``set_file_sink``)."""
+        return self._file_sink
+
+    def set_file_sink(self, sink: FileSink | None) -> None:
+        """Receive the event-file bytes that nodes ship from node-local log directories.
+
+        ``sink(node_dir, chunks)`` is called on a connection thread with the node's subdirectory
+        name (``chief_0``...) and a list of ``Chunk(relpath, offset, data)``; it returns
+        ``{relpath: offset}`` for files whose bytes before ``offset`` it lacks, which that node then
+        sends again. Setting a sink mid-run asks every node to resend its files from the start (a
+        sink keeps only the bytes it lacks). Without a sink, shipped bytes are dropped.
+        """
+        with self._lock:
+            self._file_sink = sink
+            if sink is not None:
+                for nd in self._nodes:
+                    if nd.conn is not None:
+                        _send_quietly(nd.conn, {"type": "files_resend"})
+
+    def _on_files(self, conn: channel.Connection, node: _Node, msg: dict) -> None:
+        sink = self._file_sink
+        if sink is None:
+            return
+        try:
+            chunks = [Chunk(str(rel), int(off), bytes(data)) for rel, off, data in msg.get("chunks", [])]
+        except (TypeError, ValueError) as e:
+            raise channel.ChannelError(f"malformed files message: {e}") from e
+        try:
+            gaps = sink(node_dir_name(node.role, node.index), chunks)
+        except Exception:  # a failing sink loses TensorBoard bytes, never the run
+            log.exception("run %s: the event-file sink failed for %s", self.name, node.name)
+            return
+        if gaps:
+            _send_quietly(conn, {"type": "files_rewind", "files": gaps})
 
     def _on_register(self, conn: channel.Connection, msg: dict) -> None:
         task = msg.get("task")

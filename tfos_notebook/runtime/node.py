@@ -26,7 +26,8 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from . import channel
-from .ctx import NodeContext, tf_config
+from .ctx import NodeContext, is_shared_logdir, node_dir_name, tf_config
+from .logship import LogShipper
 from .orphans import pid_dir
 
 MAX_RESULT_BYTES = 32 << 20
@@ -199,6 +200,21 @@ def _spawn_child(plan: NodePlan, task: int, gpus: list[str], workdir: str) -> tu
     return proc, status_r
 
 
+def node_log_dir(plan: NodePlan, role: str, index: int, workdir: str) -> tuple[str, bool]:
+    """This node's log directory, and whether its new bytes must be shipped to the driver.
+
+    A shared log directory (a URI or ``/dbfs/`` path) is written directly, one subdirectory per
+    node. Otherwise the node writes on its own disk (under the given path, or a temporary one when
+    the run has no log_dir) and ships what it writes.
+    """
+    name = node_dir_name(role, index)
+    if is_shared_logdir(plan.log_dir):
+        return f"{plan.log_dir.rstrip('/')}/{name}", False
+    path = os.path.join(os.path.abspath(plan.log_dir) if plan.log_dir else os.path.join(workdir, "logs"), name)
+    os.makedirs(path, exist_ok=True)
+    return path, True
+
+
 def run_node(plan: NodePlan, task: int, gpus: list[str]) -> dict:
     """Run one node of the cluster; returns a small summary for Spark to collect. The outcome that
     matters travels to the driver over the control channel."""
@@ -226,10 +242,11 @@ def run_node(plan: NodePlan, task: int, gpus: list[str]) -> dict:
         spec = reply["cluster_spec"]
         import cloudpickle
 
+        log_dir, ship_logs = node_log_dir(plan, role, index, workdir)
         ctx = NodeContext(run_id=plan.run_id, executor_id=task, job_name=role, task_index=index,
                           cluster_spec=spec, defaultFS=plan.default_fs, working_dir=plan.working_dir, host=host,
                           spark_executor_id=spark_executor_id(), gpus=gpus, model_dir=plan.model_dir,
-                          log_dir=plan.log_dir, attempt=plan.attempt)
+                          log_dir=log_dir, attempt=plan.attempt)
         payload, result_path = os.path.join(workdir, "payload.pkl"), os.path.join(workdir, "result.pkl")
         with open(payload, "wb") as f:
             cloudpickle.dump({"main_fun": plan.main_fun, "args": plan.args, "ctx": ctx}, f)
@@ -238,7 +255,7 @@ def run_node(plan: NodePlan, task: int, gpus: list[str]) -> dict:
         proc.stdin.write((json.dumps(go) + "\n").encode())
         proc.stdin.close()
         conn.send({"type": "state", "state": "running", "child_pid": proc.pid})
-        return _supervise(plan, task, proc, status_r, result_path, conn)
+        return _supervise(plan, task, proc, status_r, result_path, conn, log_dir if ship_logs else None)
     finally:
         _kill_group(proc, 0.5)
         try:
@@ -251,23 +268,28 @@ def run_node(plan: NodePlan, task: int, gpus: list[str]) -> dict:
 
 
 def _supervise(plan: NodePlan, task: int, proc: subprocess.Popen, status_r: int, result_path: str,
-               conn: channel.Connection) -> dict:
-    """Forward the child's output and progress, obey stop, and report its outcome."""
+               conn: channel.Connection, ship_dir: str | None) -> dict:
+    """Forward the child's output, progress and (from ``ship_dir``) event files, obey stop, and
+    report its outcome."""
     fwd = _Forwarder(conn)
     pumps = [threading.Thread(target=_pump_lines, args=(proc.stdout, "stdout", fwd), daemon=True),
              threading.Thread(target=_pump_lines, args=(proc.stderr, "stderr", fwd), daemon=True),
              threading.Thread(target=_pump_status, args=(os.fdopen(status_r, "rb"), fwd), daemon=True)]
     for t in pumps:
         t.start()
+    shipper = LogShipper(conn, ship_dir).start() if ship_dir else None
     stopped = threading.Event()
 
     def listen() -> None:  # the driver may tell this node to stop at any time
         try:
             while True:
-                if conn.recv().get("type") == "stop":
+                msg = conn.recv()
+                if msg.get("type") == "stop":
                     stopped.set()
                     _kill_group(proc, plan.stop_grace_secs)
                     return
+                if shipper is not None:
+                    shipper.on_message(msg)
         except (OSError, ConnectionError, channel.ChannelError):
             if proc.poll() is None:  # lost the driver: do not train on alone
                 stopped.set()
@@ -278,6 +300,8 @@ def _supervise(plan: NodePlan, task: int, proc: subprocess.Popen, status_r: int,
     for t in pumps:
         t.join(timeout=5)
     fwd.close()
+    if shipper is not None:
+        shipper.close()  # every event-file byte reaches the driver before the result
     outcome = _read_result(result_path)
     if stopped.is_set():
         msg = {"type": "result", "ok": False, "stopped": True, "exit_code": exit_code}

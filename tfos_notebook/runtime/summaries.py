@@ -1,0 +1,128 @@
+"""Node-side TensorBoard helpers behind ``ctx.summary_writer()`` and ``ctx.callbacks()``.
+
+Imported only inside a node's child process, when the user's function asks for them: this module
+imports TensorFlow. TensorFlow's summary writers flush every 120 s by default and only when they
+write; here every writer is flushed at most ``flush_secs`` after a point is written, so the
+driver's TensorBoard stays live.
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+import time
+import weakref
+from typing import Any
+
+import tensorflow as tf
+
+
+class Flusher:
+    """Flushes registered summary writers every ``interval`` seconds, and at process exit."""
+
+    def __init__(self, interval: float = 1.0) -> None:
+        self.interval = interval
+        self._writers: weakref.WeakSet = weakref.WeakSet()
+        self._lock = threading.Lock()
+        threading.Thread(target=self._loop, daemon=True, name="tfos-summary-flush").start()
+        atexit.register(self.flush)
+
+    def add(self, writer) -> None:
+        with self._lock:
+            self._writers.add(writer)
+
+    def flush(self) -> None:
+        with self._lock:
+            writers = list(self._writers)
+        for writer in writers:
+            try:
+                writer.flush()
+            except Exception:  # a closed writer: nothing left to flush
+                pass
+
+    def _loop(self) -> None:
+        while True:
+            time.sleep(self.interval)
+            self.flush()
+
+
+def create_writer(logdir: str, flusher: Flusher):
+    """A ``tf.summary`` file writer on ``logdir`` that ``flusher`` keeps flushed."""
+    writer = tf.summary.create_file_writer(logdir, flush_millis=max(1, int(flusher.interval * 1000)))
+    flusher.add(writer)
+    return writer
+
+
+def _legacy_keras() -> bool:
+    """Whether ``tf.keras`` is tf-keras (``TF_USE_LEGACY_KERAS=1``) rather than Keras 3."""
+    return tf.keras.__name__.split(".")[0] == "tf_keras"
+
+
+class FlushOnEpoch(tf.keras.callbacks.Callback):
+    """Flushes a Keras TensorBoard callback's writers right after it writes epoch summaries.
+
+    Keras keeps its writers in the callback's ``_writers`` dict (tf-keras and Keras 3 alike); if a
+    release changes that, summaries still arrive, at TensorFlow's default 120 s flush.
+    """
+
+    def __init__(self, board) -> None:
+        super().__init__()
+        self.board = board
+
+    def _flush(self) -> None:
+        for writer in list(getattr(self.board, "_writers", {}).values()):
+            writer.flush()
+
+    def on_epoch_end(self, epoch, logs=None) -> None:
+        self._flush()
+
+    def on_test_end(self, logs=None) -> None:
+        self._flush()
+
+
+class FlushOnBatch(FlushOnEpoch):
+    """Also flushes at most every ``interval`` seconds during an epoch (``update_freq`` per batch)."""
+
+    def __init__(self, board, interval: float) -> None:
+        super().__init__(board)
+        self.interval = interval
+        self._last = time.monotonic()
+
+    def on_train_batch_end(self, batch, logs=None) -> None:
+        if time.monotonic() - self._last >= self.interval:
+            self._last = time.monotonic()
+            self._flush()
+
+
+class ReportProgress(tf.keras.callbacks.Callback):
+    """Sends each epoch's metrics to the driver's monitor through ``ctx.report``."""
+
+    def __init__(self, ctx) -> None:
+        super().__init__()
+        self.ctx = ctx
+
+    def on_epoch_end(self, epoch, logs=None) -> None:
+        metrics = {}
+        for k, v in (logs or {}).items():
+            try:
+                metrics[k] = float(v)
+            except (TypeError, ValueError):
+                continue
+        self.ctx.report(epoch + 1, **metrics)
+
+
+def keras_callbacks(ctx, tensorboard: bool = True, checkpoint: bool = True, progress: bool = True,
+                    flush_secs: float = 1.0, **tensorboard_args: Any) -> list:
+    """See ``NodeContext.callbacks``."""
+    callbacks: list = []
+    if tensorboard:
+        board = tf.keras.callbacks.TensorBoard(log_dir=ctx.log_dir, **tensorboard_args)
+        per_batch = tensorboard_args.get("update_freq", "epoch") != "epoch"
+        callbacks += [board, FlushOnBatch(board, flush_secs) if per_batch else FlushOnEpoch(board)]
+    if checkpoint and ctx.model_dir:
+        suffix = "" if _legacy_keras() else ".weights.h5"
+        path = f"{ctx.model_dir.rstrip('/')}/ckpt-{{epoch:04d}}{suffix}"
+        callbacks.append(tf.keras.callbacks.ModelCheckpoint(path, save_weights_only=True))
+    if progress:
+        callbacks.append(ReportProgress(ctx))
+    return callbacks

@@ -1,0 +1,166 @@
+"""A live TensorBoard for a run (or any log directory) on the driver: mirror + process + URL."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import threading
+
+from ..runtime.ctx import is_shared_logdir
+from ..runtime.events import RunFinished
+from . import process
+from .mirror import Mirror
+from .sources import open_source
+from .sync import MirrorSync
+from .urls import port_candidates, tensorboard_url
+
+log = logging.getLogger(__name__)
+
+KEEP_AFTER_RUN_SECS = 900.0
+
+
+class TensorBoardHandle:
+    """A TensorBoard serving a mirror directory, and the loop feeding that mirror.
+
+    Attributes:
+        url: where a browser opens it (see ``urls.tensorboard_url``); port, pid: its process;
+        mirror: the ``Mirror`` it reads (``mirror.root`` is TensorBoard's logdir); reused: True when
+        an already running TensorBoard on the same mirror was reused.
+    """
+
+    def __init__(self, mirror: Mirror, sync: MirrorSync, outcome, conf, sc=None) -> None:
+        self.mirror = mirror
+        self.sync = sync
+        self.info: process.TensorBoardInfo = outcome.info
+        self.reused = isinstance(outcome, process.StartReused)
+        self.port, self.pid = self.info.port, self.info.pid
+        self.url = tensorboard_url(self.port, conf)
+        self._sc = sc
+        self._stopped = threading.Event()
+        self._on_stop: list = []
+
+    def add_source(self, logdir: str, prefix: str = "", backend: str = "auto") -> None:
+        """Mirror another log directory into this TensorBoard under ``prefix/`` (e.g. ``eval``
+        for an evaluation job's curves). ``logdir`` is anything ``sources.open_source`` reads."""
+        self.sync.add(open_source(logdir, sc=self._sc, backend=backend), prefix)
+        self.sync.start()
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopped.is_set()
+
+    def stop(self) -> None:
+        """Copy what the sources still hold, stop mirroring, and stop the TensorBoard process if
+        this process started it. Idempotent."""
+        if self._stopped.is_set():
+            return
+        self._stopped.set()
+        for undo in self._on_stop:
+            undo()
+        self.sync.stop(final_tick=True)
+        if self.info.owner_pid == os.getpid():
+            process.stop(self.info)
+
+    def __repr__(self) -> str:
+        state = "stopped" if self.stopped else f"pid {self.pid}"
+        return f"TensorBoardHandle(url={self.url!r}, logdir={self.mirror.root!r}, {state})"
+
+
+def _start(mirror: Mirror, sources: list, conf, sc, port: int | None, interval: float,
+           start_timeout: float, with_tensorflow: bool) -> TensorBoardHandle:
+    sync = MirrorSync(mirror, interval)
+    for source, prefix in sources:
+        sync.add(source, prefix)
+    if sources:
+        sync.start()
+    if port is not None:
+        tensorboard_url(port, conf)  # refuses a port the proxy cannot reach before starting anything
+    try:
+        outcome = process.start(mirror.root, port=port, ports=port_candidates(conf), timeout=start_timeout,
+                                with_tensorflow=with_tensorflow)
+    except BaseException:
+        sync.stop(final_tick=False)
+        raise
+    return TensorBoardHandle(mirror, sync, outcome, conf, sc)
+
+
+def attach_tensorboard(run, mirror_root: str | None = None, remote_logdir: str | None = None, *,
+                       port: int | None = None, keep_after_run: float | None = KEEP_AFTER_RUN_SECS,
+                       interval: float = 0.5, backend: str = "auto", start_timeout: float = 60.0,
+                       with_tensorflow: bool = False) -> TensorBoardHandle:
+    """Start a live TensorBoard for ``run`` (before or after ``run.start()``).
+
+    The mirror directory gets one subdirectory per node (``chief_0``, ``worker_1``...), fed by the
+    bytes the nodes ship from node-local log directories and, when the run's log directory is
+    shared storage, by reading it from the driver.
+
+    Args:
+        run: a ``tfos_notebook.Run``.
+        mirror_root: the local mirror directory (default: one per run in the state directory).
+        remote_logdir: a log directory to mirror from the driver (default: the run's log_dir when it
+            is a URI or ``/dbfs/`` path); see ``sources.open_source``.
+        port: the TensorBoard port (default: a free one; on Databricks one in 6006-6106).
+        keep_after_run: seconds the TensorBoard stays up after the run ends (None: until ``stop()``
+            or this process exits).
+        interval: seconds between mirror passes over the remote log directory.
+        backend: how ``remote_logdir`` is read: ``auto``, ``hadoop``, ``fsspec`` or ``local``.
+        start_timeout: seconds to wait for TensorBoard to answer.
+        with_tensorflow: let TensorBoard import TensorFlow (see ``process.start``).
+
+    Raises:
+        TensorBoardError: TensorBoard did not start. LogdirError: ``remote_logdir`` cannot be read.
+        ProxyPortError: ``port`` is outside the range the Databricks driver proxy forwards.
+    """
+    mirror = Mirror(mirror_root or os.path.join(process.state_dir(), "mirrors", run.run_id))
+    if remote_logdir is None and is_shared_logdir(run.log_dir):
+        remote_logdir = run.log_dir
+    sources = [(open_source(remote_logdir, sc=run.sc, backend=backend), "")] if remote_logdir else []
+    sink = mirror.receive
+    run.set_file_sink(sink)  # first: the nodes' bytes are kept while TensorBoard starts
+
+    def detach() -> None:
+        if run.file_sink == sink:
+            run.set_file_sink(None)
+
+    try:
+        handle = _start(mirror, sources, run.sc.getConf(), run.sc, port, interval, start_timeout, with_tensorflow)
+    except BaseException:
+        detach()
+        raise
+    handle._on_stop.append(detach)
+
+    def on_event(event) -> None:
+        if isinstance(event, RunFinished) and not handle.stopped:
+            threading.Thread(target=_after_run, args=(handle, keep_after_run), daemon=True,
+                             name=f"tfos-tb-after-{run.run_id}").start()
+
+    handle._on_stop.append(run.events.subscribe(on_event))
+    return handle
+
+
+def _after_run(handle: TensorBoardHandle, keep_after_run: float | None) -> None:
+    """Copy the last bytes now; stop the TensorBoard after the grace period."""
+    handle.sync.tick(full=True)
+    if keep_after_run is None:
+        return
+    if not handle._stopped.wait(keep_after_run):
+        handle.stop()
+
+
+def serve_logdir(logdir: str, sc=None, *, mirror_root: str | None = None, port: int | None = None,
+                 interval: float = 0.5, backend: str = "auto", start_timeout: float = 60.0,
+                 with_tensorflow: bool = False) -> TensorBoardHandle:
+    """A live TensorBoard for any log directory, without a run (an earlier run, another job's logs).
+
+    A plain local path is served as it is; anything else (``hdfs://``, ``dbfs:/``, ``/dbfs/``,
+    ``s3a://``, fsspec URLs) is mirrored to a local directory first, read through ``sc``'s JVM for
+    Hadoop URIs. Runs until ``stop()`` or this process exits. Arguments as for ``attach_tensorboard``.
+    """
+    conf = sc.getConf() if sc is not None else None
+    if not is_shared_logdir(logdir) and backend in ("auto", "local"):
+        return _start(Mirror(logdir), [], conf, sc, port, interval, start_timeout, with_tensorflow)
+    key = hashlib.sha256(logdir.encode()).hexdigest()[:16]
+    mirror = Mirror(mirror_root or os.path.join(process.state_dir(), "mirrors", f"logdir-{key}"))
+    return _start(mirror, [(open_source(logdir, sc=sc, backend=backend), "")], conf, sc, port, interval,
+                  start_timeout, with_tensorflow)

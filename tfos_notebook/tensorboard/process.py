@@ -1,0 +1,274 @@
+"""TensorBoard processes we manage: start (or reuse) one per log directory on 127.0.0.1, keep an
+on-disk registry of them, stop them on request and when their owner exits.
+
+Each TensorBoard is a subprocess in a process group of its own (``launcher.py``), never inside the
+Jupyter server, so stopping it (or its owner dying) takes its data server with it. The registry is
+one JSON file per process in ``registry_dir()``; an entry whose process is gone (or whose pid now
+belongs to another process) is stale and removed when read.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+
+import psutil
+
+from ..devcluster import free_port
+from ..runtime.errors import TFOSError
+
+HOST = "127.0.0.1"
+STATE_DIR_ENV = "TFOS_NOTEBOOK_STATE_DIR"
+
+
+class TensorBoardError(TFOSError):
+    """A TensorBoard process could not be started."""
+
+
+@dataclass(frozen=True)
+class TensorBoardInfo:
+    """One TensorBoard process in the registry."""
+
+    pid: int
+    port: int
+    logdir: str
+    owner_pid: int
+    started: float
+    create_time: float  # the process's start time as the OS reports it: tells a reused pid apart
+    log_file: str
+
+    @property
+    def local_url(self) -> str:
+        return f"http://{HOST}:{self.port}/"
+
+    def alive(self) -> bool:
+        try:
+            return abs(psutil.Process(self.pid).create_time() - self.create_time) < 1e-3
+        except psutil.Error:
+            return False
+
+
+@dataclass(frozen=True)
+class StartLaunched:
+    """A new TensorBoard process was started for the log directory."""
+
+    info: TensorBoardInfo
+
+
+@dataclass(frozen=True)
+class StartReused:
+    """A TensorBoard already serving this log directory was found and reused."""
+
+    info: TensorBoardInfo
+
+
+def state_dir() -> str:
+    """This user's tfos_notebook state directory (``$TFOS_NOTEBOOK_STATE_DIR`` overrides it)."""
+    path = os.environ.get(STATE_DIR_ENV) or os.path.join(tempfile.gettempdir(), f"tfos_notebook-{os.getuid()}")
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    return path
+
+
+def registry_dir() -> str:
+    """Where the registry of TensorBoard processes lives."""
+    path = os.path.join(state_dir(), "tensorboard")
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    return path
+
+
+def running() -> list[TensorBoardInfo]:
+    """The live TensorBoard processes in the registry; stale entries are removed."""
+    found = []
+    for name in sorted(os.listdir(registry_dir())):
+        if not name.endswith(".json"):
+            continue
+        path = os.path.join(registry_dir(), name)
+        try:
+            with open(path) as f:
+                info = TensorBoardInfo(**json.load(f))
+        except (OSError, ValueError, TypeError):
+            continue
+        if info.alive():
+            found.append(info)
+        else:
+            _remove_entry(info.pid)
+    return found
+
+
+def find(logdir: str) -> TensorBoardInfo | None:
+    """The live TensorBoard serving ``logdir``, if any."""
+    logdir = os.path.realpath(logdir)
+    return next((info for info in running() if info.logdir == logdir), None)
+
+
+def start(logdir: str, *, port: int | None = None, ports: Iterable[int] | None = None, reuse: bool = True,
+          reload_interval: float = 1.0, with_tensorflow: bool = False, timeout: float = 60.0,
+          extra_args: Iterable[str] = ()) -> StartLaunched | StartReused:
+    """Start a TensorBoard on ``logdir`` bound to 127.0.0.1, or reuse the one already serving it.
+
+    Args:
+        logdir: the local directory TensorBoard reads (a mirror).
+        port: the port to use; ``ports``: candidates to choose a free one from (the Databricks
+            driver proxy forwards 6006-6106 only); neither: any free port.
+        reuse: return the TensorBoard already serving ``logdir`` instead of starting another.
+        reload_interval: seconds between TensorBoard's reloads of the log directory.
+        with_tensorflow: let TensorBoard import TensorFlow (slower, larger; only the profiler and
+            projector need it).
+        timeout: seconds to wait for it to answer HTTP.
+        extra_args: more TensorBoard command-line flags.
+
+    The process is stopped by ``stop``, and when this Python process exits (at exit, or by its
+    watchdog if this process is killed).
+
+    Raises:
+        TensorBoardError: it exited or did not answer within ``timeout`` (the message holds the
+            end of its log), or no candidate port was free.
+    """
+    logdir = os.path.realpath(logdir)
+    if reuse and (existing := find(logdir)) is not None:
+        return StartReused(existing)
+    os.makedirs(logdir, exist_ok=True)
+    candidates = [port] if port is not None else list(ports) if ports is not None else None
+    for _attempt in range(3):
+        chosen = _pick_port(candidates)
+        info = _launch(logdir, chosen, reload_interval, with_tensorflow, timeout, tuple(extra_args))
+        if info is not None:
+            return StartLaunched(info)
+        # it exited because another process took the port in between: choose again
+        if port is not None:
+            break
+    raise TensorBoardError(f"TensorBoard could not bind a port on {HOST} (tried {chosen} last): free a port "
+                           "or pass another port=")
+
+
+def stop(info: TensorBoardInfo, timeout: float = 10.0) -> bool:
+    """Stop a TensorBoard process and its data server; returns False when it was already gone."""
+    _remove_entry(info.pid)
+    if not info.alive():
+        return False
+    try:
+        procs = [psutil.Process(info.pid), *psutil.Process(info.pid).children(recursive=True)]
+    except psutil.Error:
+        return False
+    _signal_group(info.pid, signal.SIGTERM)
+    _gone, alive = psutil.wait_procs(procs, timeout=timeout)
+    if alive:
+        _signal_group(info.pid, signal.SIGKILL)
+        for p in alive:
+            try:
+                p.kill()
+            except psutil.Error:
+                pass
+        psutil.wait_procs(alive, timeout=timeout)
+    return True
+
+
+def stop_owned() -> int:
+    """Stop every TensorBoard this process started; returns how many (registered at exit)."""
+    mine = [info for info in running() if info.owner_pid == os.getpid()]
+    for info in mine:
+        stop(info)
+    return len(mine)
+
+
+# -- internals -----------------------------------------------------------------------------------
+atexit.register(stop_owned)  # stops only the TensorBoards of the process that is exiting
+
+
+def _pick_port(candidates: list[int] | None) -> int:
+    if candidates is None:
+        return free_port(HOST)
+    for p in candidates:
+        if _port_free(p):
+            return p
+    raise TensorBoardError(f"no free port among {candidates[0]}..{candidates[-1]} on {HOST}: stop another "
+                           "TensorBoard (tfos_notebook.tensorboard.process.running() lists ours)")
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind((HOST, port))
+        except OSError:
+            return False
+    return True
+
+
+def _launch(logdir: str, port: int, reload_interval: float, with_tensorflow: bool, timeout: float,
+            extra_args: tuple[str, ...]) -> TensorBoardInfo | None:
+    log_file = os.path.join(registry_dir(), f"port-{port}.log")
+    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH", "")) if p)
+    cmd = [sys.executable, "-m", "tfos_notebook.tensorboard.launcher", str(os.getpid()),
+           *([] if with_tensorflow else ["--no-tensorflow"]), "--",
+           "--logdir", logdir, "--host", HOST, "--port", str(port), "--reload_interval", str(reload_interval),
+           *extra_args]
+    with open(log_file, "wb") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                env=env, start_new_session=True)
+    info = TensorBoardInfo(pid=proc.pid, port=port, logdir=logdir, owner_pid=os.getpid(), started=time.time(),
+                           create_time=psutil.Process(proc.pid).create_time(), log_file=log_file)
+    _write_entry(info)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            _remove_entry(info.pid)
+            if not _port_free(port):
+                return None
+            raise TensorBoardError(f"TensorBoard exited with code {proc.returncode} while starting on {logdir}:\n"
+                                   f"{_tail(log_file)}")
+        if _answers(port):
+            return info
+        time.sleep(0.1)
+    stop(info)
+    raise TensorBoardError(f"TensorBoard did not answer on {info.local_url} within {timeout:.0f}s; raise "
+                           f"timeout= on a loaded machine. Its log:\n{_tail(log_file)}")
+
+
+def _answers(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://{HOST}:{port}/data/runs", timeout=2) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
+
+def _tail(path: str, limit: int = 3000) -> str:
+    try:
+        with open(path, "rb") as f:
+            return f.read()[-limit:].decode("utf-8", "replace")
+    except OSError:
+        return "(no log)"
+
+
+def _write_entry(info: TensorBoardInfo) -> None:
+    path = os.path.join(registry_dir(), f"{info.pid}.json")
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(asdict(info), f)
+    os.replace(tmp, path)
+
+
+def _remove_entry(pid: int) -> None:
+    try:
+        os.remove(os.path.join(registry_dir(), f"{pid}.json"))
+    except OSError:
+        pass
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass

@@ -1,0 +1,179 @@
+"""Where a mirror's bytes come from when the run's log directory is readable from the driver.
+
+- ``LocalSource``: a local or FUSE-mounted directory (``/dbfs/...``), followed with a ``DirTail``.
+- ``HadoopSource``: any Hadoop filesystem (``hdfs://``, ``dbfs:/``, ``s3a://``, ``abfss://``,
+  ``file://``...) through the Hadoop FileSystem API of the SparkContext's JVM, so it uses the
+  cluster's own configuration and credentials.
+- ``FsspecSource``: any fsspec URL (``s3://``, ``gs://``, ``memory://``...).
+
+Each gives, per call to ``changes(have)``, the bytes past ``have(relpath)`` (what the mirror holds)
+for every file, a bounded amount per call.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from collections.abc import Callable
+
+from ..runtime.ctx import HADOOP_SCHEMES
+from ..runtime.errors import TFOSError
+from ..runtime.filetail import DEFAULT_MAX_BYTES, Chunk, DirTail
+
+Have = Callable[[str], int]
+
+
+class LogdirError(TFOSError, ValueError):
+    """A log directory cannot be read from the driver."""
+
+
+class LocalSource:
+    """A directory on the driver's filesystem (local disk or a FUSE mount such as ``/dbfs``)."""
+
+    def __init__(self, root: str, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        self.root = root
+        self.max_bytes = max_bytes
+        self._tail: DirTail | None = None
+
+    def changes(self, have: Have, full: bool = False) -> list[Chunk]:
+        if self._tail is None:
+            self._tail = DirTail(self.root, start_offset=have, max_bytes=self.max_bytes)
+        return self._tail.scan(full)
+
+    def rewind(self, relpath: str, offset: int) -> None:
+        if self._tail is not None:
+            self._tail.rewind(relpath, offset)
+
+    def __repr__(self) -> str:
+        return f"LocalSource({self.root!r})"
+
+
+class _ListingSource:
+    """A source that lists file sizes and reads byte ranges: every call compares the listing with
+    what the mirror holds, so it needs no state of its own."""
+
+    max_bytes = DEFAULT_MAX_BYTES
+
+    def list_sizes(self) -> dict[str, int]:
+        raise NotImplementedError
+
+    def read(self, relpath: str, offset: int, length: int) -> bytes:
+        raise NotImplementedError
+
+    def changes(self, have: Have, full: bool = False) -> list[Chunk]:
+        chunks, budget = [], self.max_bytes
+        for rel, size in sorted(self.list_sizes().items()):
+            held = have(rel)
+            if size <= held:
+                continue
+            if budget <= 0:
+                break
+            data = self.read(rel, held, min(size - held, budget))
+            if data:
+                chunks.append(Chunk(rel, held, data))
+                budget -= len(data)
+        return chunks
+
+    def rewind(self, relpath: str, offset: int) -> None:
+        """Nothing to do: every call starts from what the mirror holds."""
+
+
+class HadoopSource(_ListingSource):
+    """A directory on any Hadoop filesystem, read through the JVM of ``sc``.
+
+    Hadoop's checksum side files (``.NAME.crc``) are not mirrored.
+    """
+
+    def __init__(self, sc, uri: str, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        self.uri, self.max_bytes = uri, max_bytes
+        self._jvm = sc._jvm
+        path = self._jvm.org.apache.hadoop.fs.Path(uri)
+        self._fs = path.getFileSystem(sc._jsc.hadoopConfiguration())
+        self._path = path
+        qualified = self._fs.makeQualified(path).toUri()
+        self._scheme, self._authority = qualified.getScheme(), qualified.getAuthority()
+        self._root = qualified.getPath().rstrip("/") or "/"
+
+    def list_sizes(self) -> dict[str, int]:
+        if not self._fs.exists(self._path):
+            return {}
+        sizes = {}
+        files = self._fs.listFiles(self._path, True)
+        while files.hasNext():
+            status = files.next()
+            full = status.getPath().toUri().getPath()
+            name = posixpath.basename(full)
+            if name.startswith(".") and name.endswith(".crc"):
+                continue
+            sizes[posixpath.relpath(full, self._root)] = status.getLen()
+        return sizes
+
+    def read(self, relpath: str, offset: int, length: int) -> bytes:
+        # Path(scheme, authority, path) takes the name literally (a ':' in it is no scheme).
+        child = self._jvm.org.apache.hadoop.fs.Path(self._scheme, self._authority, f"{self._root}/{relpath}")
+        stream = self._fs.open(child)
+        try:
+            stream.seek(offset)
+            return bytes(self._jvm.org.apache.commons.io.IOUtils.toByteArray(stream, int(length)))
+        finally:
+            stream.close()
+
+    def __repr__(self) -> str:
+        return f"HadoopSource({self.uri!r})"
+
+
+class FsspecSource(_ListingSource):
+    """A directory behind any fsspec URL; ``storage_options`` go to the filesystem."""
+
+    def __init__(self, url: str, max_bytes: int = DEFAULT_MAX_BYTES, **storage_options) -> None:
+        import fsspec
+
+        self.url, self.max_bytes = url, max_bytes
+        self._fs, root = fsspec.core.url_to_fs(url, **storage_options)
+        self._root = root.rstrip("/") or "/"
+
+    def list_sizes(self) -> dict[str, int]:
+        self._fs.invalidate_cache(self._root)
+        if not self._fs.exists(self._root):
+            return {}
+        found = self._fs.find(self._root, detail=True)
+        return {posixpath.relpath(path, self._root): int(info["size"])
+                for path, info in found.items() if info.get("type") == "file"}
+
+    def read(self, relpath: str, offset: int, length: int) -> bytes:
+        return self._fs.cat_file(f"{self._root}/{relpath}", start=offset, end=offset + length)
+
+    def __repr__(self) -> str:
+        return f"FsspecSource({self.url!r})"
+
+
+def open_source(logdir: str, sc=None, backend: str = "auto"):
+    """The source that reads ``logdir`` from the driver.
+
+    Args:
+        logdir: a local or FUSE path (``/dbfs/runs/x``), a Hadoop URI (``hdfs://``, ``dbfs:/``,
+            ``s3a://``, ``file://``...) or an fsspec URL.
+        sc: the SparkContext whose JVM reads Hadoop URIs; without it they go through fsspec.
+        backend: ``auto`` (local paths locally, Hadoop schemes through ``sc``, the rest through
+            fsspec), or force ``local``, ``hadoop`` or ``fsspec``.
+
+    Raises:
+        LogdirError: the backend cannot be used for this log directory.
+    """
+    if backend not in ("auto", "local", "hadoop", "fsspec"):
+        raise LogdirError(f"backend must be 'auto', 'local', 'hadoop' or 'fsspec', got {backend!r}")
+    has_scheme = "://" in logdir or logdir.startswith("dbfs:")
+    if backend == "local" or (backend == "auto" and not has_scheme):
+        if has_scheme:
+            raise LogdirError(f"{logdir!r} is a URI, not a local path: use backend='hadoop' or 'fsspec'")
+        return LocalSource(os.path.abspath(logdir))
+    if backend == "hadoop" or (backend == "auto" and sc is not None and logdir.startswith(HADOOP_SCHEMES)):
+        if sc is None:
+            raise LogdirError(f"reading {logdir!r} through Hadoop needs the SparkContext: pass sc=")
+        return HadoopSource(sc, logdir)
+    try:
+        return FsspecSource(logdir)
+    except (ImportError, ValueError, OSError) as e:  # no fsspec, unknown protocol, or it cannot connect
+        raise LogdirError(f"cannot read {logdir!r} through fsspec ({type(e).__name__}: {str(e)[:300]}): pass "
+                          "sc= to read Hadoop URIs through Spark, or install fsspec and its implementation "
+                          "for this scheme") from e

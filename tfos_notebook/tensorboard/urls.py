@@ -1,0 +1,95 @@
+"""The one place that turns a TensorBoard port on the driver into the URL a browser opens.
+
+In order of preference:
+1. Databricks: the driver proxy, ``https://<workspace>/driver-proxy/o/<org>/<cluster>/<port>/``
+   (ids from the Spark conf), which forwards ports 6006-6106 only.
+2. Jupyter with jupyter-server-proxy: ``<base_url>proxy/<port>/`` of the Jupyter server running
+   this kernel (found from its runtime file by the kernel's parent pid), a path on the page's origin.
+3. Otherwise ``http://127.0.0.1:<port>/``, which works when the browser runs on the driver.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Mapping
+
+import psutil
+
+from ..runtime.errors import TFOSError
+
+DATABRICKS_PORTS = range(6006, 6107)
+ORG_ID_KEY = "spark.databricks.clusterUsageTags.clusterOwnerOrgId"
+CLUSTER_ID_KEY = "spark.databricks.clusterUsageTags.clusterId"
+WORKSPACE_URL_KEY = "spark.databricks.workspaceUrl"
+
+
+class ProxyPortError(TFOSError, ValueError):
+    """The port cannot be reached through the proxy in use."""
+
+
+def _get(conf, key: str) -> str | None:
+    """Read ``key`` from a SparkConf or a mapping."""
+    if conf is None:
+        return None
+    value = conf.get(key) if isinstance(conf, Mapping) else conf.get(key, None)
+    return value or None
+
+
+def databricks_ids(conf) -> tuple[str, str] | None:
+    """``(org_id, cluster_id)`` when ``conf`` (a SparkConf or mapping) is a Databricks cluster's."""
+    org, cluster = _get(conf, ORG_ID_KEY), _get(conf, CLUSTER_ID_KEY)
+    return (org, cluster) if org and cluster else None
+
+
+def port_candidates(conf=None) -> range | None:
+    """The ports a TensorBoard may use so the browser can reach it (None: any)."""
+    return DATABRICKS_PORTS if databricks_ids(conf) else None
+
+
+def jupyter_server(env: Mapping[str, str] | None = None, pid: int | None = None) -> dict | None:
+    """The runtime info (``base_url``, ``port``, ``token``, ``pid``...) of the Jupyter server that
+    started this kernel: the server whose pid is ``$JPY_PARENT_PID`` (set by jupyter_client for
+    every kernel it launches) or an ancestor of ``pid``. None outside Jupyter."""
+    env = os.environ if env is None else env
+    try:
+        from jupyter_server.serverapp import list_running_servers
+    except ImportError:
+        return None
+    wanted = set()
+    if env.get("JPY_PARENT_PID", "").isdigit():
+        wanted.add(int(env["JPY_PARENT_PID"]))
+    try:
+        wanted.update(p.pid for p in psutil.Process(pid or os.getpid()).parents())
+    except psutil.Error:
+        pass
+    runtime_dir = env.get("JUPYTER_RUNTIME_DIR")
+    return next((info for info in list_running_servers(runtime_dir) if info.get("pid") in wanted), None)
+
+
+def tensorboard_url(port: int, conf=None, env: Mapping[str, str] | None = None) -> str:
+    """The URL at which a browser reaches the TensorBoard listening on driver port ``port``.
+
+    Args:
+        port: the TensorBoard's port on 127.0.0.1.
+        conf: the SparkConf (or a mapping) of the driver; tells a Databricks cluster apart.
+        env: the environment to read (default ``os.environ``).
+
+    Raises:
+        ProxyPortError: on Databricks, for a port outside 6006-6106.
+    """
+    ids = databricks_ids(conf)
+    if ids:
+        if port not in DATABRICKS_PORTS:
+            raise ProxyPortError(
+                f"port {port} is not reachable through the Databricks driver proxy, which forwards ports "
+                f"{DATABRICKS_PORTS.start}-{DATABRICKS_PORTS.stop - 1} only: start TensorBoard on one of those")
+        path = f"/driver-proxy/o/{ids[0]}/{ids[1]}/{port}/"
+        workspace = _get(conf, WORKSPACE_URL_KEY)
+        return f"https://{workspace.removeprefix('https://').rstrip('/')}{path}" if workspace else path
+    if importlib.util.find_spec("jupyter_server_proxy") is not None:
+        server = jupyter_server(env)
+        if server is not None:
+            base = server.get("base_url") or "/"
+            return f"{base if base.endswith('/') else base + '/'}proxy/{port}/"
+    return f"http://127.0.0.1:{port}/"
