@@ -182,8 +182,10 @@ def diagnose(s: Snapshot) -> list[Finding]:
 
 
 def _tail(text: str, lines: int = 6) -> str:
-    kept = [line for line in text.strip().splitlines() if line.strip()][-lines:]
-    return " | ".join(line.strip() for line in kept)
+    """The last ``lines`` meaningful lines of an error, JVM stack frames left out."""
+    kept = [line.strip() for line in text.strip().splitlines()
+            if line.strip() and not line.strip().startswith(("at ", "... "))][-lines:]
+    return " | ".join(kept)
 
 
 def _version_findings(s: Snapshot) -> list[Finding]:

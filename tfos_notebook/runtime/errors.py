@@ -49,8 +49,9 @@ class RunStopped(TFOSError):
     """The run was stopped on request (Stop button, ``%tfos_stop``, ``run.stop()``)."""
 
 
-class SparkJobError(TFOSError):
-    """The Spark job that carries the nodes failed outside the user's function."""
+class SparkJobError(LaunchError):
+    """The Spark job that carries the nodes failed outside the user's function; ``findings`` say
+    what is known of why."""
 
 
 class ChannelError(TFOSError):

@@ -231,8 +231,14 @@ class Run:
             elif self.error is not None:
                 self._finish("failed", self.error)
             elif failure is not None:
+                findings = []
+                try:
+                    findings = blockers(diagnose(self._live_snapshot(0.0)))
+                except Exception:  # diagnosis is best effort; the Spark error is the fact
+                    log.debug("diagnosis after a failed job failed", exc_info=True)
+                self._publish_findings(findings)
                 self._finish("failed", SparkJobError(f"the Spark job of run {self.name} failed: "
-                                                     f"{_spark_error_summary(failure)}"))
+                                                     f"{_spark_error_summary(failure)}", findings))
             else:
                 missing = [nd.name for nd in self._nodes if nd.state != "finished"]
                 if missing:
