@@ -88,7 +88,7 @@ def _wait_for_executors(sc, n: int, timeout: float = 60.0) -> None:
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if len(sc._jsc.sc().getExecutorMemoryStatus()) - 1 >= n:  # minus the driver
+        if sc._jsc.sc().getExecutorMemoryStatus().size() - 1 >= n:  # a Scala Map; minus the driver
             return
         time.sleep(0.2)
     raise TimeoutError(f"{n} executors did not register within {timeout}s")
