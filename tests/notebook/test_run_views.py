@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import re
 import threading
-from html.parser import HTMLParser
 
 import pytest
 from events_fixture import RUN, two_node_run
+from nbhelpers import table_rows
 
 from tfos_notebook.notebook.monitor import Monitor
 from tfos_notebook.notebook.pump import EventPump
@@ -15,36 +15,6 @@ from tfos_notebook.notebook.text import TextMonitor
 from tfos_notebook.notebook.view import RunView, format_duration
 from tfos_notebook.runtime.diagnose import Finding
 from tfos_notebook.runtime.events import EventStream, FindingRaised, LaunchSubmitted, Log, RunFinished, Step
-
-
-class _Table(HTMLParser):
-    """Rows of the first HTML table, as lists of cell texts."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.rows: list[list[str]] = []
-        self._cell: list[str] | None = None
-
-    def handle_starttag(self, tag, attrs):
-        if tag == "tr":
-            self.rows.append([])
-        elif tag in ("td", "th"):
-            self._cell = []
-
-    def handle_endtag(self, tag):
-        if tag in ("td", "th") and self._cell is not None:
-            self.rows[-1].append(" ".join("".join(self._cell).split()))
-            self._cell = None
-
-    def handle_data(self, data):
-        if self._cell is not None:
-            self._cell.append(data)
-
-
-def table_rows(html: str) -> list[list[str]]:
-    parser = _Table()
-    parser.feed(html)
-    return parser.rows
 
 
 def test_view_folds_a_run_into_rows_reservations_and_state():

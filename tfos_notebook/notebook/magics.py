@@ -61,9 +61,10 @@ class TFOSMagics(Magics):
         ``events``, ``logs()``.
         """
         options = api.TrainOptions(**vars(parse_argstring(self.tfos_train, line)))
+        # prompt_count is this cell's In[n] whichever IPython version numbers it (9 counts before running)
         try:
             return api.train(cell, options, self.shell.user_ns, runs=self.runs,
-                             execution_count=self.shell.execution_count, shell=self.shell)
+                             execution_count=self.shell.displayhook.prompt_count, shell=self.shell)
         except TFOSError as e:
             raise _concise(e) from None
 
