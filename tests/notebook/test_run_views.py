@@ -58,11 +58,12 @@ def test_widget_shows_progress_task_rows_and_final_state():
     assert monitor.stop_button.disabled and monitor.stop_button.description == "Finished"
 
 
-def test_widget_log_area_is_bounded_and_role_prefixed():
-    monitor = Monitor("r", RUN, on_stop=lambda: None, max_logs=20)
+def test_widget_log_area_shows_the_newest_lines_role_prefixed():
+    monitor = Monitor("r", RUN, on_stop=lambda: None, visible_logs=20)
     monitor.update([Log(RUN, task=1, role="worker", index=0, stream="stderr", line=f"<{i}>") for i in range(500)])
     text = monitor.logs.value
-    assert text.count("[worker:0]") == 20 and "&lt;499&gt;" in text and "&lt;479&gt;" not in text
+    assert text.count("[worker:0]") == 20 and "[worker:0] &lt;499&gt;" in text and "&lt;479&gt;" not in text
+    assert "last 20 of 500 lines; the run's logs() has the rest" in text
 
 
 def test_widget_shows_findings_and_the_failure():

@@ -14,15 +14,15 @@ from collections.abc import Callable
 from typing import Any
 
 from ..runtime.events import Event
-from .view import MAX_LOG_LINES, RunView, TaskRow, format_duration
+from .view import RunView, TaskRow, format_duration
 
 STATE_COLOURS = {
     "starting": "#6b7280", "reserving": "#b45309", "scheduled": "#6b7280", "registered": "#2563eb",
     "running": "#2563eb", "stopping": "#b45309", "finished": "#15803d", "failed": "#b91c1c", "stopped": "#6b7280",
 }
 TASK_COLUMNS = ("task", "host", "executor", "port", "GPUs", "state", "step", "loss")
-LOG_STYLE = ("display:flex;flex-direction:column-reverse;max-height:14em;overflow-y:auto;"
-             "border:1px solid #d1d5db;border-radius:3px;padding:2px 6px;background:#f9fafb")
+LOG_STYLE = "border:1px solid #d1d5db;border-radius:3px;padding:2px 6px;background:#f9fafb"
+VISIBLE_LOG_LINES = 12
 
 
 def _badge(state: str) -> str:
@@ -58,10 +58,15 @@ def tasks_html(view: RunView) -> str:
 
 
 def logs_html(view: RunView) -> str:
+    """The newest log lines the view keeps, as a tail (no scroll box: frontends differ in where
+    they scroll to)."""
     if not view.logs:
         return ""
-    text = html.escape("\n".join(view.logs))
-    return f'<div style="{LOG_STYLE}"><pre style="margin:0;font-size:0.85em">{text}</pre></div>'
+    lines = list(view.logs)
+    note = (f'<div style="color:#6b7280;font-size:0.85em">last {len(lines)} of {view.log_count} lines; '
+            "the run's logs() has the rest</div>" if view.log_count > len(lines) else "")
+    text = html.escape("\n".join(lines))
+    return f'{note}<div style="{LOG_STYLE}"><pre style="margin:0;font-size:0.85em">{text}</pre></div>'
 
 
 def findings_html(view: RunView) -> str:
@@ -83,17 +88,18 @@ class Monitor:
     Args:
         name, run_id: shown in the header.
         on_stop: called (on a thread of its own) when the Stop button is pressed.
-        max_logs: log lines kept in the log area.
+        visible_logs: newest log lines shown in the log area.
 
     ``widget`` is the root box to display; ``header``, ``progress``, ``tasks``, ``logs``,
     ``findings``, ``stop_button`` and the TensorBoard ``tensorboard_toggle`` /
     ``tensorboard_frame`` are its parts.
     """
 
-    def __init__(self, name: str, run_id: str, on_stop: Callable[[], Any], max_logs: int = MAX_LOG_LINES) -> None:
+    def __init__(self, name: str, run_id: str, on_stop: Callable[[], Any],
+                 visible_logs: int = VISIBLE_LOG_LINES) -> None:
         import ipywidgets as w
 
-        self.view = RunView(name, run_id, max_logs)
+        self.view = RunView(name, run_id, max_logs=visible_logs)
         self._on_stop = on_stop
         self._lock = threading.RLock()
         self.header = w.HTML(layout=w.Layout(flex="1 1 auto"))

@@ -32,6 +32,7 @@ def notebook_spark(min_slots: int, say: Callable[[str], None] = print):
     slots = max(min_slots, os.cpu_count() or 1)
     session = (SparkSession.builder.master(f"local[{slots}]").appName("tfos_notebook")
                .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+               .config("spark.ui.showConsoleProgress", "false")  # the monitor shows progress
                .getOrCreate())
     say(f"[tfos] no active SparkSession: started a local one (local[{slots}]). To train on a cluster, "
         "create a SparkSession for it before %%tfos_train.")

@@ -65,6 +65,7 @@ class RunView:
         self.requested = 0
         self.rows: dict[int, TaskRow] = {}
         self.logs: deque[str] = deque(maxlen=max_logs)
+        self.log_count = 0
         self.findings: list = []
         self.error = ""
         self.started_at: float | None = None
@@ -120,6 +121,7 @@ class RunView:
             row.step, row.metrics = e.step, dict(e.metrics)
         elif isinstance(e, Log):
             self.logs.append(f"[{e.role}:{e.index}] {e.line}")
+            self.log_count += 1
         elif isinstance(e, FindingRaised):
             self.findings.append(e.finding)
         elif isinstance(e, RunFinished):
