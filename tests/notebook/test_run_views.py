@@ -9,6 +9,7 @@ import pytest
 from events_fixture import RUN, two_node_run
 from nbhelpers import table_rows
 
+from tfos_notebook.notebook.frontend import OutputTarget
 from tfos_notebook.notebook.monitor import Monitor
 from tfos_notebook.notebook.pump import EventPump
 from tfos_notebook.notebook.text import TextMonitor
@@ -152,8 +153,6 @@ def test_pump_batches_events_and_stops_after_the_end():
     batches: list[list] = []
     for e in two_node_run(steps=2)[:5]:
         stream.publish(e)
-    from tfos_notebook.notebook.frontend import OutputTarget
-
     pump = EventPump(stream, batches.append, OutputTarget(), interval=0.2, tick=0.1)
     for i in range(100):
         stream.publish(Step(RUN, task=0, role="chief", index=0, step=i, metrics={}))

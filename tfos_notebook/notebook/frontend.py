@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from ..runtime.launch import ConfigError
+
 MONITOR_MODES = ("auto", "widget", "text", "none")
 MONITOR_ENV = "TFOS_MONITOR"
 
@@ -44,8 +46,6 @@ def has_widget_frontend(shell: Any) -> bool:
 def choose_monitor(mode: str, shell: Any) -> str:
     """``widget``, ``text`` or ``none`` for the requested ``mode``; ``auto`` honours the
     ``TFOS_MONITOR`` environment variable first, then looks at the frontend."""
-    from ..runtime.launch import ConfigError
-
     if mode not in MONITOR_MODES:
         raise ConfigError(f"monitor must be one of {', '.join(MONITOR_MODES)}, got {mode!r}")
     if mode == "auto":

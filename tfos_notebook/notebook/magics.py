@@ -6,6 +6,7 @@ the magic's own traceback.
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
@@ -88,3 +89,5 @@ class TFOSMagics(Magics):
 def load_ipython_extension(ipython: Any) -> None:
     """Register the magics with ``ipython`` (``%load_ext tfos_notebook``)."""
     ipython.register_magics(TFOSMagics)
+    # ipywidgets takes about half a second to import: pay it here rather than in the first launch.
+    importlib.import_module("ipywidgets")
