@@ -1,5 +1,7 @@
 """tfos_notebook: distributed TensorFlow training on Apache Spark, driven from notebooks.
 
+    %load_ext tfos_notebook          # in a notebook: %%tfos_train, %tfos_status, %tfos_stop
+
     from tfos_notebook import TFCluster, InputMode
     cluster = TFCluster.run(sc, main_fun, args, num_executors=2)
     cluster.shutdown()
@@ -21,6 +23,15 @@ from .runtime import (
 )
 
 __version__ = "0.1.0"
+
+
+def load_ipython_extension(ipython) -> None:
+    """``%load_ext tfos_notebook``: register the magics. The notebook layer (and IPython) is
+    imported only here, so ``import tfos_notebook`` never needs IPython."""
+    from .notebook.magics import load_ipython_extension as load
+
+    load(ipython)
+
 
 __all__ = ["ConfigError", "InputMode", "LaunchError", "NodeContext", "NodeError", "PreflightError",
            "ReservationTimeout", "Run", "RunStopped", "SparkJobError", "TFCluster", "TFOSError"]

@@ -1,0 +1,22 @@
+"""An IPython shell with ``%load_ext tfos_notebook`` done, and the Spark session in its namespace."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def ip():
+    """The test IPython shell with ``%load_ext tfos_notebook`` done."""
+    from IPython.testing import globalipapp
+
+    shell = globalipapp.get_ipython()
+    shell.run_line_magic("load_ext", "tfos_notebook")
+    return shell
+
+
+@pytest.fixture
+def spark_ns(ip, local_spark):
+    """``ip`` with the local SparkSession bound as ``spark_for_test`` in the notebook namespace."""
+    ip.user_ns["spark_for_test"] = local_spark
+    return ip

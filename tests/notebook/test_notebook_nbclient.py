@@ -1,0 +1,66 @@
+"""A notebook executed headless by nbclient (no widget frontend): the monitor falls back to text."""
+
+from __future__ import annotations
+
+import re
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+pytestmark = pytest.mark.slow
+
+CHATTY_CELL = """%%tfos_train --workers 2 --name nb_run
+import time
+for i in range(120):
+    print("chatty line", i)
+    ctx.report(i, loss=1.0 / (i + 1))
+    time.sleep(0.05)
+return {"steps": 120}
+"""
+
+FAILING_CELL = """%%tfos_train --workers 2 --wait
+x = 2
+raise ValueError(f"no data for {x} workers")
+"""
+
+
+def _text(cell) -> str:
+    return "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+
+
+def test_headless_notebook_prints_concise_progress_lines_and_errors(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell("%load_ext tfos_notebook"),
+        nbformat.v4.new_code_cell(CHATTY_CELL),
+        nbformat.v4.new_code_cell("nb_run.wait()"),
+        nbformat.v4.new_code_cell(FAILING_CELL, metadata={"tags": ["raises-exception"]}),
+    ]
+    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    launch, wait, failing = nb.cells[1], nb.cells[2], nb.cells[3]
+
+    for cell in nb.cells:
+        for output in cell.outputs:
+            assert "application/vnd.jupyter.widget-view+json" not in output.get("data", {})
+    assert "[tfos] no active SparkSession: started a local one (local[" in _text(launch)
+    shown = launch.outputs[-1]
+    assert shown.output_type == "execute_result"
+    assert re.match(r"run nb_run \(\S+\): (reserving|running)", shown.data["text/plain"])
+
+    progress = _text(launch) + _text(wait)
+    assert "[tfos] nb_run: reserved 2/2" in progress
+    assert "[tfos] nb_run: chief:0, worker:0 running" in progress or "[tfos] nb_run: worker:0, chief:0 running" \
+        in progress
+    assert re.search(r"\[tfos\] nb_run: finished in 0:\d\d \(step 119  loss 0.008333\); result: \{'steps': 120\}",
+                     _text(wait))
+    assert wait.outputs[-1].data["text/plain"] == "{'steps': 120}"
+    assert "chatty line" not in progress
+    assert len(progress.splitlines()) <= 12, progress  # 6 s of steps at 20 a second, and no flood
+
+    error = next(o for o in failing.outputs if o.output_type == "error")
+    assert error.ename == "NodeError"
+    rendered = "\n".join(error.traceback)
+    assert 'File "<tfos_train In[4]>", line 3, in tfos_train_cell' in rendered
+    assert "ValueError: no data for 2 workers" in rendered
+    assert "failed after" in _text(failing)

@@ -1,0 +1,163 @@
+"""The run's views (view model, widget monitor, text monitor) fed with the runtime's own event types."""
+
+from __future__ import annotations
+
+import re
+import threading
+
+import pytest
+from events_fixture import RUN, two_node_run
+from nbhelpers import table_rows
+
+from tfos_notebook.notebook.frontend import OutputTarget
+from tfos_notebook.notebook.monitor import Monitor
+from tfos_notebook.notebook.pump import EventPump
+from tfos_notebook.notebook.text import TextMonitor
+from tfos_notebook.notebook.view import RunView, format_duration
+from tfos_notebook.runtime.diagnose import Finding
+from tfos_notebook.runtime.events import EventStream, FindingRaised, LaunchSubmitted, Log, RunFinished, Step
+
+
+def test_view_folds_a_run_into_rows_reservations_and_state():
+    view = RunView("digits", RUN)
+    for e in two_node_run(steps=3):
+        view.apply(e)
+    assert (view.requested, view.registered, view.state) == (2, 2, "finished")
+    chief, worker = view.rows[0], view.rows[1]
+    assert (chief.name, chief.host, chief.port, chief.gpus, chief.state) == ("chief:0", "10.0.0.1", 4000, ("0",),
+                                                                           "finished")
+    assert (worker.executor_id, worker.step, worker.loss) == ("1", 2, pytest.approx(1 / 3))
+    assert view.logs[-1] == "[worker:0] step 2 on worker"
+    assert view.elapsed() == pytest.approx(3 + 3 * 0.25 + 0.1)
+
+
+def test_view_keeps_only_the_newest_log_lines():
+    view = RunView("r", RUN, max_logs=5)
+    for i in range(50):
+        view.apply(Log(RUN, task=0, role="chief", index=0, stream="stdout", line=f"line {i}"))
+    assert list(view.logs) == [f"[chief:0] line {i}" for i in range(45, 50)]
+
+
+def test_durations_read_as_clock_time():
+    assert (format_duration(5.9), format_duration(75.2), format_duration(3700)) == ("0:05", "1:15", "1:01:40")
+
+
+def test_widget_shows_progress_task_rows_and_final_state():
+    monitor = Monitor("digits", RUN, on_stop=lambda: None)
+    events = two_node_run(steps=4)
+    monitor.update(events[:3])  # launch + the worker's registration
+    assert (monitor.progress.value, monitor.progress.max, monitor.progress_label.value) == (1, 2, "1/2")
+    assert "reserving" in monitor.header.value
+    monitor.update(events[3:])
+    assert (monitor.progress.value, monitor.progress.max, monitor.progress.bar_style) == (2, 2, "success")
+    assert "finished" in monitor.header.value and "digits" in monitor.header.value
+    rows = table_rows(monitor.tasks.get_state()["value"])
+    assert rows[0] == ["task", "host", "executor", "port", "GPUs", "state", "step", "loss"]
+    assert rows[1] == ["chief:0", "10.0.0.1", "0", "4000", "0", "finished", "3", "0.25"]
+    assert rows[2] == ["worker:0", "10.0.0.2", "1", "4001", "1", "finished", "3", "0.25"]
+    assert "[chief:0] step 3 on chief" in monitor.logs.value
+    assert monitor.stop_button.disabled and monitor.stop_button.description == "Finished"
+
+
+def test_widget_log_area_shows_the_newest_lines_role_prefixed():
+    monitor = Monitor("r", RUN, on_stop=lambda: None, visible_logs=20)
+    monitor.update([Log(RUN, task=1, role="worker", index=0, stream="stderr", line=f"<{i}>") for i in range(500)])
+    text = monitor.logs.value
+    assert text.count("[worker:0]") == 20 and "[worker:0] &lt;499&gt;" in text and "&lt;479&gt;" not in text
+    assert "last 20 of 500 lines; the run's logs() has the rest" in text
+
+
+def test_widget_shows_findings_and_the_failure():
+    finding = Finding("slots", "2 tasks need 2 slots, 1 is free", ("executors: 1",), "add an executor")
+    monitor = Monitor("r", RUN, on_stop=lambda: None)
+    monitor.update([LaunchSubmitted(RUN, num_tasks=2, roles=("chief:0", "worker:0")),
+                    FindingRaised(RUN, finding=finding),
+                    RunFinished(RUN, state="failed", error="cannot launch 2 nodes:\n- 2 tasks need 2 slots")])
+    assert "2 tasks need 2 slots, 1 is free" in monitor.findings.value
+    assert "fix: add an executor" in monitor.findings.value
+    assert "cannot launch 2 nodes" in monitor.findings.value
+    assert monitor.progress.bar_style == "danger"
+
+
+def test_stop_button_calls_back_once_off_the_clicking_thread_and_shows_stopping():
+    called = []
+    done = threading.Event()
+
+    def on_stop():
+        called.append(threading.current_thread().name)
+        done.set()
+
+    monitor = Monitor("r", RUN, on_stop=on_stop)
+    monitor.update(two_node_run(steps=1)[:8])
+    monitor.stop_button.click()
+    monitor.stop_button.click()
+    assert done.wait(5)
+    assert called == ["tfos-stop"]
+    assert monitor.stop_button.disabled and "stopping" in monitor.header.value
+
+
+def test_tensorboard_panel_is_hidden_until_shown_then_toggles():
+    monitor = Monitor("r", RUN, on_stop=lambda: None)
+    assert monitor.tensorboard_frame.layout.display == "none"
+    assert monitor.tensorboard_toggle.layout.display == "none"
+    monitor.show_tensorboard("/proxy/6006/?a=1&b=2", height=400)
+    frame = monitor.tensorboard_frame.value
+    assert re.search(r'<iframe src="/proxy/6006/\?a=1&amp;b=2"[^>]*height:400px', frame)
+    assert monitor.tensorboard_frame.layout.display == "" and monitor.tensorboard_toggle.layout.display == ""
+    monitor.tensorboard_toggle.value = False
+    assert monitor.tensorboard_frame.layout.display == "none"
+    assert monitor.tensorboard_toggle.description == "Show TensorBoard"
+    monitor.tensorboard_toggle.value = True
+    assert monitor.tensorboard_frame.layout.display == ""
+
+
+def test_widget_offers_a_readable_text_fallback_in_its_display_bundle():
+    monitor = Monitor("digits", RUN, on_stop=lambda: None)
+    monitor.update(two_node_run(steps=1)[:3])
+    bundle = monitor._repr_mimebundle_()
+    assert bundle["application/vnd.jupyter.widget-view+json"]["model_id"] == monitor.widget.model_id
+    assert bundle["text/plain"].startswith("run digits: reserving, 1/2 reserved")
+
+
+def test_text_monitor_prints_reservations_states_throttled_steps_and_result():
+    lines: list[str] = []
+    text = TextMonitor("digits", RUN, write=lines.append, result=lambda: {"accuracy": 0.93}, step_every=5.0)
+    events = two_node_run(steps=80, step_secs=0.25)  # 20 s of steps, 4 per second per node
+    for i in range(0, len(events), 3):
+        text.update(events[i:i + 3])
+    assert lines[:4] == [
+        "[tfos] digits: launching 2 nodes (chief:0, worker:0)",
+        "[tfos] digits: reserved 1/2",
+        "[tfos] digits: reserved 2/2",
+        "[tfos] digits: cluster ready: chief:0 10.0.0.1:4000, worker:0 10.0.0.2:4001",
+    ]
+    steps = [line for line in lines if ": step " in line]
+    assert 4 <= len(steps) <= 5, steps  # one line per 5 s, not 160
+    assert all(line.endswith("(chief:0)") for line in steps)
+    assert "[tfos] digits: chief:0, worker:0 finished" in lines
+    assert lines[-1] == "[tfos] digits: finished in 0:23 (step 79  loss 0.0125); result: {'accuracy': 0.93}"
+    assert not any("step 3 on chief" in line for line in lines)  # node output is not echoed
+
+
+def test_text_monitor_summarises_a_failure_with_its_last_line():
+    lines: list[str] = []
+    text = TextMonitor("r", RUN, write=lines.append)
+    error = "the function failed on worker:0 on h:\nTraceback...\nZeroDivisionError: division by zero"
+    text.update(two_node_run(steps=1, end="failed", error=error))
+    assert lines[-1] == ("[tfos] r: failed after 0:03 (step 0  loss 1): the function failed on worker:0 on h: ... "
+                         "ZeroDivisionError: division by zero")
+
+
+def test_pump_batches_events_and_stops_after_the_end():
+    stream = EventStream()
+    batches: list[list] = []
+    for e in two_node_run(steps=2)[:5]:
+        stream.publish(e)
+    pump = EventPump(stream, batches.append, OutputTarget(), interval=0.2, tick=0.1)
+    for i in range(100):
+        stream.publish(Step(RUN, task=0, role="chief", index=0, step=i, metrics={}))
+    stream.publish(RunFinished(RUN, state="finished"))
+    assert pump.join(5)
+    delivered = [e for b in batches for e in b]
+    assert len(delivered) == 5 + 100 + 1
+    assert len([b for b in batches if b]) <= 5  # a few renders, not one per event

@@ -1,0 +1,219 @@
+"""What the magics do, as plain Python functions (the magics only parse their arguments).
+
+``train(body, options, user_ns)`` turns a cell into every node's main function and launches it;
+``status_text(runs)`` and ``stop_run(runs, which)`` back ``%tfos_status`` and ``%tfos_stop``.
+"""
+
+from __future__ import annotations
+
+import keyword
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from dataclasses import asdict, dataclass
+from types import SimpleNamespace
+from typing import Any
+
+from ..runtime.ctx import NodeContext
+from ..runtime.launch import ConfigError, Run
+from .capture import CellFunction, capture_cell
+from .frontend import OutputTarget, choose_monitor
+from .handle import TrainRun
+from .session import notebook_spark
+from .view import format_duration
+
+INPUT_MODES = ("tensorflow", "spark")
+
+
+@dataclass
+class TrainOptions:
+    """Options of ``%%tfos_train`` (see its help, ``%%tfos_train?``).
+
+    Attributes:
+        workers: nodes that train (the chief included). ps: parameter servers.
+        evaluator: add one evaluator node.
+        input_mode: ``tensorflow`` (nodes read their data) or ``spark`` (Spark feeds ``data``).
+        data: name of a Spark DataFrame or RDD in the notebook, fed in input mode ``spark``.
+        epochs: epochs to feed in input mode ``spark``; also ``args.epochs`` in the cell.
+        gpus: GPUs per node. logdir, model_dir: ``ctx.log_dir`` / ``ctx.model_dir``.
+        name: the run's name, also bound as a notebook variable when it is an identifier.
+        reservation_timeout: seconds for every node to register.
+        wait: block until the run ends. local: run the cell once here, for debugging.
+        monitor: ``auto``, ``widget``, ``text`` or ``none``.
+    """
+
+    workers: int = 2
+    ps: int = 0
+    evaluator: bool = False
+    input_mode: str = "tensorflow"
+    data: str | None = None
+    epochs: int = 1
+    gpus: int = 0
+    logdir: str | None = None
+    model_dir: str | None = None
+    name: str | None = None
+    reservation_timeout: float = 600.0
+    wait: bool = False
+    local: bool = False
+    monitor: str = "auto"
+
+    @property
+    def num_nodes(self) -> int:
+        return self.workers + self.ps + (1 if self.evaluator else 0)
+
+    def cell_args(self) -> SimpleNamespace:
+        """``args`` in the cell: these options, by name."""
+        return SimpleNamespace(**asdict(self))
+
+
+class KernelRuns:
+    """The runs launched from this kernel, oldest first."""
+
+    def __init__(self) -> None:
+        self._runs: list[TrainRun] = []
+
+    def add(self, run: TrainRun) -> None:
+        self._runs.append(run)
+
+    def __iter__(self) -> Iterator[TrainRun]:
+        return iter(list(self._runs))
+
+    def __len__(self) -> int:
+        return len(self._runs)
+
+    def find(self, which: str | None = None) -> TrainRun:
+        """The run named or with run id ``which``; without one, the newest run still going
+        (else the newest).
+
+        Raises:
+            ConfigError: no such run.
+        """
+        if not self._runs:
+            raise ConfigError("no run was launched from this kernel yet")
+        if not which:
+            going = [r for r in self._runs if not r.done]
+            return (going or self._runs)[-1]
+        for r in reversed(self._runs):
+            if which in (r.name, r.run_id):
+                return r
+        known = ", ".join(r.name for r in self._runs)
+        raise ConfigError(f"no run named {which!r} in this kernel; runs: {known}")
+
+
+def _check_options(o: TrainOptions, user_ns: Mapping[str, Any]) -> Any:
+    """Validate ``o`` against the notebook; returns the ``--data`` object (or None)."""
+    if o.workers < 1:
+        raise ConfigError(f"--workers must be at least 1, got {o.workers}")
+    if o.ps < 0 or o.gpus < 0 or o.epochs < 1 or o.reservation_timeout <= 0:
+        raise ConfigError("--ps and --gpus must be 0 or more, --epochs and --reservation-timeout more than 0")
+    if o.input_mode not in INPUT_MODES:
+        raise ConfigError(f"--input-mode must be one of {', '.join(INPUT_MODES)}, got {o.input_mode!r}")
+    if o.name and o.name.isidentifier() and o.name in user_ns and not isinstance(user_ns[o.name], TrainRun):
+        raise ConfigError(f"--name {o.name} would replace the notebook variable {o.name!r} "
+                          f"({type(user_ns[o.name]).__name__}): choose another name")
+    if o.input_mode == "tensorflow":
+        if o.data:
+            raise ConfigError("--data is fed only with --input-mode spark; in input mode tensorflow the cell "
+                              "reads its data itself")
+        return None
+    if not o.data:
+        raise ConfigError("--input-mode spark needs --data VAR: the Spark DataFrame or RDD to feed")
+    if o.data not in user_ns:
+        raise ConfigError(f"--data {o.data}: there is no variable {o.data!r} in the notebook")
+    data = user_ns[o.data]
+    from pyspark import RDD
+    from pyspark.sql import DataFrame
+
+    if not isinstance(data, (DataFrame, RDD)):
+        raise ConfigError(f"--data {o.data}: {o.data!r} is a {type(data).__name__}, not a Spark DataFrame or RDD")
+    if o.local:
+        raise ConfigError("--local runs the cell once on the driver and cannot feed --data; "
+                          "drop --local or use --input-mode tensorflow")
+    if not hasattr(Run, "train"):
+        raise ConfigError("--input-mode spark is not available in this version of tfos_notebook; "
+                          "read the data in the cell with --input-mode tensorflow")
+    return data
+
+
+def run_local(cell: CellFunction, options: TrainOptions) -> Any:
+    """Run the cell once here, as the chief of a one-node cluster (no Spark, no TF_CONFIG), and
+    return its value. Exceptions propagate with the cell's lines in the traceback."""
+    ctx = NodeContext(run_id=f"local-{time.strftime('%Y%m%d-%H%M%S')}", executor_id=0, job_name="chief",
+                      task_index=0, cluster_spec={"chief": ["127.0.0.1:0"]}, working_dir=os.getcwd(),
+                      host="127.0.0.1", spark_executor_id="driver", model_dir=options.model_dir,
+                      log_dir=options.logdir)
+    return cell(options.cell_args(), ctx)
+
+
+def train(body: str, options: TrainOptions, user_ns: MutableMapping[str, Any], *, runs: KernelRuns | None = None,
+          spark: Any = None, execution_count: int | None = None, shell: Any = None,
+          say: Callable[[str], None] = print) -> Any:
+    """Launch ``body`` (a cell) as the main function of every node; what ``%%tfos_train`` does.
+
+    Args:
+        body: the cell's text below the magic line; ``args`` (the options) and ``ctx`` are in scope,
+            and ``return`` gives the node's value.
+        options: see :class:`TrainOptions`.
+        user_ns: the notebook's namespace: names the cell uses are shipped from it, ``--data`` is
+            looked up in it, and the handle is bound in it under ``options.name``.
+        runs: where this kernel's runs are listed (for ``%tfos_status`` / ``%tfos_stop``).
+        spark: the SparkSession (default: the active one, or a local one).
+        execution_count: the cell's ``In[n]``, for tracebacks. shell: the IPython shell, if any.
+        say: where notes for the user go.
+
+    Returns:
+        A :class:`TrainRun` (at once, or once the run ended with ``options.wait``); with
+        ``options.local``, the cell's return value.
+
+    Raises:
+        CellError: syntax error, undefined name, or a variable that cannot be shipped.
+        ConfigError: impossible options. PreflightError: the cluster cannot run the nodes.
+        With ``wait``: the run's error (NodeError with the cell's traceback, RunStopped...).
+    """
+    data = _check_options(options, user_ns)
+    cell = capture_cell(body, user_ns, execution_count)
+    if options.local:
+        return run_local(cell, options)
+    monitor = choose_monitor(options.monitor, shell)
+    spark = spark or notebook_spark(options.num_nodes, say)
+    run = Run(spark.sparkContext, cell, options.cell_args(), options.num_nodes, num_ps=options.ps,
+              eval_node=options.evaluator, log_dir=options.logdir, model_dir=options.model_dir,
+              reservation_timeout=options.reservation_timeout, gpus_per_node=options.gpus, name=options.name)
+    run.start()
+    handle = TrainRun(run, cell, monitor, OutputTarget(shell))
+    if data is not None:
+        handle.feed(data, options.epochs)
+    if runs is not None:
+        runs.add(handle)
+    if options.name and options.name.isidentifier() and not keyword.iskeyword(options.name):
+        user_ns[options.name] = handle
+    if options.wait:
+        try:
+            handle.wait()
+        except KeyboardInterrupt:  # interrupting a blocking launch stops the run, as a local fit would
+            handle.stop()
+            raise
+    return handle
+
+
+def status_text(runs: KernelRuns) -> str:
+    """One line per run of this kernel: name, run id, state, elapsed, nodes."""
+    if not len(runs):
+        return "no run was launched from this kernel yet"
+    lines = []
+    for r in runs:
+        took = format_duration(r.elapsed)
+        nodes = ", ".join(f"{n} {s}" for n, s in r.run.node_states().items())
+        lines.append(f"{r.name:<20} {r.run_id:<24} {r.state:<10} {took:>8}  {nodes}")
+    return "\n".join(lines)
+
+
+def stop_run(runs: KernelRuns, which: str | None = None, say: Callable[[str], None] = print) -> TrainRun:
+    """Stop the run named ``which`` (default: the newest one still going) and return it."""
+    run = runs.find(which)
+    if run.done:
+        say(f"run {run.name} already {run.state}")
+        return run
+    run.stop()
+    say(f"run {run.name} {run.state}")
+    return run

@@ -1,0 +1,267 @@
+"""A notebook cell turned into a node's main function.
+
+The body of a ``%%tfos_train`` cell becomes ``tfos_train_cell(args, ctx)``: compiled under a file
+name of its own (``<tfos_train In[7]>``) with line numbers as the cell shows them (the magic's own
+line is line 1), so a syntax error is reported against the cell before anything is launched and a
+traceback from a node points at the cell's line. The names the cell uses from the notebook's
+namespace are captured and shipped with it; a name that cannot travel to the nodes (a
+SparkContext, a DataFrame, a lock) or is too large fails here, naming the variable and the way to
+pass data instead.
+
+This module is imported on the executors (``CellFunction`` runs there), so it imports neither
+IPython nor widgets.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import io
+import linecache
+import re
+import symtable
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..runtime.errors import NodeError, TFOSError
+
+FUNCTION_NAME = "tfos_train_cell"
+MAGIC_LINES = 1  # the %%tfos_train line above the body
+MAX_CAPTURE_BYTES = 50 << 20
+SPARK_DRIVER_ONLY = ("SparkContext", "SparkSession", "DataFrame", "RDD", "Column", "StreamingContext")
+# IPython puts these in the user namespace; they mean nothing on a node.
+IPYTHON_ONLY = frozenset({"In", "Out", "get_ipython", "exit", "quit", "_ih", "_oh", "_dh", "_i", "_ii", "_iii"})
+
+
+class CellError(TFOSError):
+    """The cell cannot become a node function: a syntax error, or a name that cannot be shipped.
+
+    ``line`` is the cell line (counting the ``%%tfos_train`` line as 1) when one applies,
+    ``names`` the variables at fault.
+    """
+
+    def __init__(self, message: str, line: int | None = None, names: tuple[str, ...] = ()) -> None:
+        self.line, self.names = line, names
+        super().__init__(message)
+
+
+def cell_filename(execution_count: int | None) -> str:
+    """The file name the cell's code carries in tracebacks."""
+    return f"<tfos_train In[{execution_count}]>" if execution_count else "<tfos_train cell>"
+
+
+def _padded(body: str) -> str:
+    """The body with blank lines standing in for the magic line, so line numbers match the cell."""
+    return "\n" * MAGIC_LINES + body
+
+
+def _function_module(body: str, filename: str) -> ast.Module:
+    """``def tfos_train_cell(args, ctx): <body>`` as an AST whose lines are the cell's lines."""
+    try:
+        tree = ast.parse(_padded(body), filename, "exec")
+    except SyntaxError as e:
+        raise _syntax_error(e) from None
+    arguments = ast.arguments(posonlyargs=[], args=[ast.arg("args"), ast.arg("ctx")], vararg=None,
+                              kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[])
+    func = ast.FunctionDef(name=FUNCTION_NAME, args=arguments, body=tree.body or [ast.Pass()],
+                           decorator_list=[], returns=None)
+    if "type_params" in ast.FunctionDef._fields:  # Python 3.12+
+        func.type_params = []
+    ast.copy_location(func, tree.body[0] if tree.body else ast.Pass(lineno=1, col_offset=0))
+    module = ast.Module(body=[func], type_ignores=[])
+    return ast.fix_missing_locations(module)
+
+
+def _syntax_error(e: SyntaxError) -> CellError:
+    where = f"line {e.lineno}" if e.lineno else "the cell"
+    text = (e.text or "").rstrip("\n")
+    pointer = ""
+    if text and e.offset:
+        stripped = text.lstrip()
+        pointer = f"\n    {stripped}\n    {' ' * max(0, e.offset - 1 - (len(text) - len(stripped)))}^"
+    return CellError(f"syntax error in the cell at {where}: {e.msg}{pointer}\n"
+                     "Nothing was launched; fix the cell and run it again.", line=e.lineno)
+
+
+def _compile(module: ast.Module, filename: str):
+    try:
+        return compile(module, filename, "exec")
+    except SyntaxError as e:  # 'yield' at top level and friends: caught by the compiler, not the parser
+        raise _syntax_error(e) from None
+
+
+def _global_names(module: ast.Module, filename: str) -> set[str]:
+    """Names the cell reads from its global namespace (nested functions and classes included)."""
+    table = symtable.symtable(ast.unparse(module), filename, "exec")
+    names: set[str] = set()
+    pending = list(table.get_children())
+    while pending:
+        t = pending.pop()
+        pending += t.get_children()
+        for sym in t.get_symbols():
+            if sym.is_global() and sym.is_referenced():
+                names.add(sym.get_name())
+    return names
+
+
+def _first_use(tree: ast.Module, name: str) -> int | None:
+    lines = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == name]
+    return min(lines) if lines else None
+
+
+class _SizeLimited(io.RawIOBase):
+    """A sink that counts bytes and gives up past ``limit`` (so a huge object is never fully pickled)."""
+
+    class TooLarge(Exception):
+        pass
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.size = limit, 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, b) -> int:
+        n = memoryview(b).nbytes  # pickle hands large buffers over as PickleBuffer
+        self.size += n
+        if self.size > self.limit:
+            raise self.TooLarge
+        return n
+
+
+def _spark_kind(value: Any) -> str | None:
+    for cls in type(value).__mro__:
+        if cls.__module__.startswith("pyspark") and cls.__name__ in SPARK_DRIVER_ONLY:
+            return cls.__name__
+    return None
+
+
+def check_shippable(name: str, value: Any, limit: int = MAX_CAPTURE_BYTES) -> None:
+    """Raise ``CellError`` naming ``name`` when ``value`` cannot travel to the nodes or is over
+    ``limit`` bytes pickled."""
+    from pyspark import cloudpickle
+
+    kind = _spark_kind(value)
+    if kind in ("DataFrame", "RDD"):
+        raise CellError(f"the cell uses {name!r}, a Spark {kind}: it lives on the driver and cannot be shipped "
+                        f"to the nodes. Pass it with --input-mode spark --data {name} and read it on the nodes "
+                        "from ctx, or read the files it comes from inside the cell.", names=(name,))
+    if kind is not None:
+        raise CellError(f"the cell uses {name!r}, a Spark {kind}: it exists only on the driver and cannot be used "
+                        "on the nodes. Remove it from the cell; pass data with --input-mode spark --data VAR.",
+                        names=(name,))
+    sink = _SizeLimited(limit)
+    try:
+        cloudpickle.dump(value, sink)
+    except _SizeLimited.TooLarge:
+        raise CellError(f"the cell uses {name!r}, which is over {limit >> 20} MB pickled: too large to ship with "
+                        "the cell. Save it to storage the nodes can read (see ctx.absolute_path) and load it in the "
+                        f"cell, or pass it as data with --input-mode spark --data {name}.", names=(name,)) from None
+    except Exception as e:
+        detail = str(e).splitlines()[0] if str(e) else type(e).__name__
+        if "ONLY_VALID_ON_DRIVER" in detail:
+            detail = "it refers to a SparkContext, SparkSession, DataFrame or RDD, which exist only on the driver"
+        raise CellError(f"the cell uses {name!r} ({type(value).__name__}), which cannot be shipped to the nodes: "
+                        f"{detail}. Create it inside the cell instead, or pass data with --input-mode spark "
+                        "--data VAR.", names=(name,)) from None
+
+
+@dataclass(frozen=True)
+class CellFunction:
+    """The cell as ``main_fun(args, ctx)``: its source, file name and captured names.
+
+    Pickles by reference to this class plus plain data, so it travels in Spark's task closure;
+    on the node it compiles the cell and registers its lines so tracebacks show them.
+    """
+
+    body: str
+    filename: str
+    names: dict[str, Any] = field(default_factory=dict)
+
+    def _code(self):
+        return _compile(_function_module(self.body, self.filename), self.filename)
+
+    def register_source(self) -> None:
+        """Put the cell's lines in ``linecache`` so tracebacks can print them."""
+        text = _padded(self.body)
+        linecache.cache[self.filename] = (len(text), None, text.splitlines(keepends=True), self.filename)
+
+    def __call__(self, args: Any, ctx: Any) -> Any:
+        self.register_source()
+        namespace: dict[str, Any] = {"__builtins__": builtins, "__name__": "__tfos_train__", **self.names}
+        exec(self._code(), namespace)
+        return namespace[FUNCTION_NAME](args, ctx)
+
+
+def capture_cell(body: str, user_ns: Mapping[str, Any], execution_count: int | None = None,
+                 limit: int = MAX_CAPTURE_BYTES) -> CellFunction:
+    """Turn a cell body into a :class:`CellFunction`, capturing the notebook names it uses.
+
+    Args:
+        body: the cell's text below the ``%%tfos_train`` line.
+        user_ns: the notebook's namespace.
+        execution_count: the cell's ``In[n]``, used in its file name.
+        limit: largest pickled size of one captured variable, in bytes.
+
+    Raises:
+        CellError: a syntax error (with the cell line), a name defined nowhere, an IPython-only
+            name, or a variable that cannot be shipped or is over ``limit``.
+    """
+    filename = cell_filename(execution_count)
+    module = _function_module(body, filename)
+    _compile(module, filename)
+    missing, ipython_only, names = [], [], {}
+    for name in sorted(_global_names(module, filename)):
+        if name in IPYTHON_ONLY:
+            ipython_only.append(name)
+        elif name in user_ns:
+            names[name] = user_ns[name]
+        elif not hasattr(builtins, name):
+            missing.append(name)
+    if missing:
+        where = ", ".join(f"{n!r} (line {_first_use(module, n)})" for n in missing)
+        raise CellError(f"the cell uses names defined nowhere in the notebook: {where}. Define them in an earlier "
+                        "cell or inside this one. Nothing was launched.", line=_first_use(module, missing[0]),
+                        names=tuple(missing))
+    if ipython_only:
+        raise CellError(f"the cell uses {', '.join(map(repr, ipython_only))}, which IPython provides only in the "
+                        "notebook; the nodes run plain Python.", names=tuple(ipython_only))
+    for name, value in names.items():
+        check_shippable(name, value, limit)
+    fn = CellFunction(body, filename, names)
+    fn.register_source()
+    return fn
+
+
+_FRAME = re.compile(r'^  File "(?P<file>[^"]+)", line \d+')
+
+
+def _trim_block(lines: list[str], filename: str) -> list[str]:
+    """One ``Traceback (most recent call last):`` block without the frames above the cell's first."""
+    starts = [i for i, line in enumerate(lines) if _FRAME.match(line)]
+    cell = next((i for i in starts if _FRAME.match(lines[i]).group("file") == filename), None)
+    if cell is None:
+        return lines
+    return lines[:1] + lines[cell:]
+
+
+def cell_traceback(text: str, filename: str) -> str:
+    """``text`` (a formatted traceback) without the frames above the cell's own: the first frame
+    shown is the cell line that raised."""
+    blocks: list[list[str]] = [[]]
+    for line in text.splitlines():
+        if line.startswith("Traceback (most recent call last):"):
+            blocks.append([])
+        blocks[-1].append(line)
+    out = [line for block in blocks for line in
+           (_trim_block(block, filename) if block and block[0].startswith("Traceback") else block)]
+    return "\n".join(out) + ("\n" if text.endswith("\n") else "")
+
+
+def cell_error(error: BaseException | None, filename: str) -> BaseException | None:
+    """The run's error with a node traceback trimmed to the cell's frames (other errors unchanged)."""
+    if isinstance(error, NodeError) and filename in error.traceback_text:
+        return NodeError(error.role, error.index, error.host, cell_traceback(error.traceback_text, filename),
+                         error.exit_code)
+    return error

@@ -1,0 +1,92 @@
+"""What is at the other end of the kernel, and where a background thread's output should land.
+
+Two facts of Jupyter shape this module. A widget renders only where a widget manager runs
+(JupyterLab, Notebook 7, VS Code, Databricks); nbclient, papermill and terminal IPython have none,
+so the monitor must fall back to text there. And ipykernel 7 sends what a background thread prints
+to the most recently started cell unless that thread sets its own parent message.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from ..runtime.launch import ConfigError
+
+MONITOR_MODES = ("auto", "widget", "text", "none")
+MONITOR_ENV = "TFOS_MONITOR"
+
+
+def ipython_shell() -> Any:
+    """The running IPython shell, or None in plain Python."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    return get_ipython()
+
+
+def has_widget_frontend(shell: Any) -> bool:
+    """True when the cell being run came from a frontend that renders widgets.
+
+    JupyterLab, Notebook 7 and VS Code put a ``cellId`` in the metadata of every execute request;
+    nbclient and papermill send none, and terminal IPython has no kernel at all. Databricks
+    renders core widgets and is recognised by its runtime's environment variable.
+    """
+    if os.environ.get("DATABRICKS_RUNTIME_VERSION"):
+        return True
+    if shell is None or getattr(shell, "kernel", None) is None:
+        return False
+    parent = shell.get_parent() or {}
+    return "cellId" in (parent.get("metadata") or {})
+
+
+def choose_monitor(mode: str, shell: Any) -> str:
+    """``widget``, ``text`` or ``none`` for the requested ``mode``; ``auto`` honours the
+    ``TFOS_MONITOR`` environment variable first, then looks at the frontend."""
+    if mode not in MONITOR_MODES:
+        raise ConfigError(f"monitor must be one of {', '.join(MONITOR_MODES)}, got {mode!r}")
+    if mode == "auto":
+        mode = os.environ.get(MONITOR_ENV, "auto")
+        if mode not in MONITOR_MODES:
+            raise ConfigError(f"{MONITOR_ENV} must be one of {', '.join(MONITOR_MODES)}, got {mode!r}")
+    if mode == "auto":
+        return "widget" if has_widget_frontend(shell) else "text"
+    return mode
+
+
+class OutputTarget:
+    """The cell whose output a background thread writes to.
+
+    Created while the launching cell runs, it remembers that cell's parent message; the thread
+    enters :meth:`active` around each write. :meth:`follow_caller` points it, for a while, at the
+    cell of the calling thread (the one that waits on the run).
+    """
+
+    def __init__(self, shell: Any = None) -> None:
+        self.shell = shell if shell is not None and hasattr(shell, "set_thread_parent") else None
+        self.parent = self.shell.get_parent() if self.shell is not None else None
+
+    @contextmanager
+    def active(self) -> Iterator[None]:
+        if self.shell is None or not self.parent:
+            yield
+            return
+        tokens = self.shell.set_thread_parent(self.parent)
+        try:
+            yield
+        finally:
+            self.shell.reset_thread_parent(tokens)
+
+    @contextmanager
+    def follow_caller(self) -> Iterator[None]:
+        if self.shell is None:
+            yield
+            return
+        previous, self.parent = self.parent, self.shell.get_parent()
+        try:
+            yield
+        finally:
+            self.parent = previous

@@ -1,0 +1,93 @@
+"""``%%tfos_train``, ``%tfos_status`` and ``%tfos_stop``: argument parsers over :mod:`.api`.
+
+Loaded with ``%load_ext tfos_notebook``. Errors a user can meet are shown as one message, without
+the magic's own traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+
+from ..runtime.errors import TFOSError
+from . import api
+
+
+def _concise(error: TFOSError) -> TFOSError:
+    """Make IPython show ``error`` as its type and message only (no traceback through the magic)."""
+    error._render_traceback_ = lambda: [f"{type(error).__name__}: {error}"]
+    return error
+
+
+@magics_class
+class TFOSMagics(Magics):
+    """The magics of one IPython shell; ``runs`` lists the runs launched from it."""
+
+    def __init__(self, shell: Any) -> None:
+        super().__init__(shell)
+        self.runs = api.KernelRuns()
+
+    @magic_arguments()
+    @argument("--workers", type=int, default=2, help="nodes that train, the chief included (default 2)")
+    @argument("--ps", type=int, default=0, help="parameter-server nodes (default 0)")
+    @argument("--evaluator", action="store_true", help="add an evaluator node")
+    @argument("--input-mode", choices=api.INPUT_MODES, default="tensorflow",
+              help="tensorflow: the cell reads its data; spark: Spark feeds --data to the nodes")
+    @argument("--data", metavar="VAR", help="a Spark DataFrame or RDD in the notebook, fed in input mode spark")
+    @argument("--epochs", type=int, default=1, help="epochs of --data to feed; also args.epochs in the cell")
+    @argument("--gpus", type=int, default=0, help="GPUs per node, from Spark's task resources (default 0)")
+    @argument("--logdir", help="TensorBoard log dir, ctx.log_dir on the nodes")
+    @argument("--model-dir", help="model/checkpoint dir, ctx.model_dir on the nodes")
+    @argument("--name", help="name of the run; also a notebook variable holding its handle")
+    @argument("--reservation-timeout", type=float, default=600.0,
+              help="seconds for every node to register before the run fails with a diagnosis (default 600)")
+    @argument("--wait", action="store_true", help="block until the run ends (the Stop button cannot work then; "
+              "interrupt the kernel to stop)")
+    @argument("--local", action="store_true", help="run the cell once here, as a one-node chief, for debugging")
+    @argument("--monitor", choices=("auto", "widget", "text", "none"), default="auto",
+              help="the live monitor: a widget, text lines, or nothing (auto: widget where a widget frontend "
+                   "runs the cell, else text; env TFOS_MONITOR overrides auto)")
+    @cell_magic
+    def tfos_train(self, line: str, cell: str) -> Any:
+        """Run the cell as the main function of every node of a TensorFlow cluster on Spark.
+
+        The cell runs on every node with ``ctx`` (job_name, task_index, cluster_spec, report(step,
+        loss=...), ...) and ``args`` (these options) in scope; ``return`` gives the node's value
+        (the chief's is the run's result). Names the cell uses from the notebook (functions,
+        classes, small objects) are shipped with it. The magic returns at once with a run handle
+        (``_``, and the variable ``--name``): ``wait()``, ``stop()``, ``state``, ``result``,
+        ``events``, ``logs()``.
+        """
+        options = api.TrainOptions(**vars(parse_argstring(self.tfos_train, line)))
+        # prompt_count is this cell's In[n] whichever IPython version numbers it (9 counts before running)
+        try:
+            return api.train(cell, options, self.shell.user_ns, runs=self.runs,
+                             execution_count=self.shell.displayhook.prompt_count, shell=self.shell)
+        except TFOSError as e:
+            raise _concise(e) from None
+
+    @line_magic
+    def tfos_status(self, line: str = "") -> None:
+        """List the runs launched from this kernel and their state."""
+        print(api.status_text(self.runs))
+
+    @magic_arguments()
+    @argument("run", nargs="?", help="name or run id (default: the newest run still going)")
+    @line_magic
+    def tfos_stop(self, line: str = "") -> None:
+        """Stop a run: cancel its Spark job group and kill its node processes."""
+        which = parse_argstring(self.tfos_stop, line).run
+        try:
+            api.stop_run(self.runs, which)
+        except TFOSError as e:
+            raise _concise(e) from None
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """Register the magics with ``ipython`` (``%load_ext tfos_notebook``)."""
+    ipython.register_magics(TFOSMagics)
+    # ipywidgets takes about half a second to import: pay it here rather than in the first launch.
+    importlib.import_module("ipywidgets")

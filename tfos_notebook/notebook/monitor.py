@@ -1,0 +1,196 @@
+"""The live monitor of a run, built from core ipywidgets only.
+
+Databricks renders core widgets but often not third-party ones, so everything here is an HTML,
+IntProgress, Button or ToggleButton inside boxes. The monitor knows nothing of the runtime beyond
+its events: ``update(batch)`` folds them into a :class:`RunView` and pushes only what changed, each
+widget's changes in one message (``hold_sync``). The Stop button calls back whoever made it.
+"""
+
+from __future__ import annotations
+
+import html
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from ..runtime.events import Event
+from .view import RunView, TaskRow, format_duration
+
+STATE_COLOURS = {
+    "starting": "#6b7280", "reserving": "#b45309", "scheduled": "#6b7280", "registered": "#2563eb",
+    "running": "#2563eb", "stopping": "#b45309", "finished": "#15803d", "failed": "#b91c1c", "stopped": "#6b7280",
+}
+TASK_COLUMNS = ("task", "host", "executor", "port", "GPUs", "state", "step", "loss")
+LOG_STYLE = "border:1px solid #d1d5db;border-radius:3px;padding:2px 6px;background:#f9fafb"
+VISIBLE_LOG_LINES = 12
+
+
+def _badge(state: str) -> str:
+    colour = STATE_COLOURS.get(state, "#374151")
+    return (f'<span style="color:white;background:{colour};border-radius:3px;padding:0 6px;'
+            f'font-size:0.9em">{html.escape(state)}</span>')
+
+
+def header_html(view: RunView, now: float | None = None) -> str:
+    return (f"<b>{html.escape(view.name)}</b> {_badge(view.display_state)} "
+            f'<span style="color:#6b7280">{format_duration(view.elapsed(now))} · run {html.escape(view.run_id)}'
+            "</span>")
+
+
+def _task_cells(row: TaskRow) -> tuple[str, ...]:
+    loss = row.loss
+    return (row.name, row.host or "-", row.executor_id or "-", str(row.port) if row.port else "-",
+            ",".join(row.gpus) or "-", row.state, "-" if row.step is None else str(row.step),
+            "-" if loss is None else f"{loss:.4g}")
+
+
+def tasks_html(view: RunView) -> str:
+    head = "".join(f'<th style="text-align:left;padding:0 8px">{c}</th>' for c in TASK_COLUMNS)
+    rows = []
+    for task in sorted(view.rows):
+        row = view.rows[task]
+        cells = list(map(html.escape, _task_cells(row)))
+        cells[5] = _badge(row.state) + (f' <span style="color:#6b7280">{html.escape(row.detail)}</span>'
+                                       if row.detail else "")
+        tds = "".join(f'<td style="padding:0 8px">{c}</td>' for c in cells)
+        rows.append(f'<tr data-task="{task}">{tds}</tr>')
+    return f'<table style="border-collapse:collapse"><tr>{head}</tr>{"".join(rows)}</table>'
+
+
+def logs_html(view: RunView) -> str:
+    """The newest log lines the view keeps, as a tail (no scroll box: frontends differ in where
+    they scroll to)."""
+    if not view.logs:
+        return ""
+    lines = list(view.logs)
+    note = (f'<div style="color:#6b7280;font-size:0.85em">last {len(lines)} of {view.log_count} lines; '
+            "the run's logs() has the rest</div>" if view.log_count > len(lines) else "")
+    text = html.escape("\n".join(lines))
+    return f'{note}<div style="{LOG_STYLE}"><pre style="margin:0;font-size:0.85em">{text}</pre></div>'
+
+
+def findings_html(view: RunView) -> str:
+    parts = []
+    for f in view.findings:
+        evidence = "".join(f"<li>{html.escape(str(e))}</li>" for e in getattr(f, "evidence", ()))
+        parts.append(f'<div style="border-left:3px solid #b91c1c;padding-left:6px;margin:4px 0">'
+                     f"<b>{html.escape(str(getattr(f, 'cause', f)))}</b><ul style='margin:2px 0'>{evidence}</ul>"
+                     f"fix: {html.escape(str(getattr(f, 'remedy', '')))}</div>")
+    if view.error and view.state == "failed":
+        first = html.escape(view.error.strip().splitlines()[0] if view.error.strip() else "")
+        parts.append(f'<div style="color:#b91c1c"><b>failed:</b> {first}</div>')
+    return "".join(parts)
+
+
+class Monitor:
+    """A run's live monitor widget.
+
+    Args:
+        name, run_id: shown in the header.
+        on_stop: called (on a thread of its own) when the Stop button is pressed.
+        visible_logs: newest log lines shown in the log area.
+
+    ``widget`` is the root box to display; ``header``, ``progress``, ``tasks``, ``logs``,
+    ``findings``, ``stop_button`` and the TensorBoard ``tensorboard_toggle`` /
+    ``tensorboard_frame`` are its parts.
+    """
+
+    def __init__(self, name: str, run_id: str, on_stop: Callable[[], Any],
+                 visible_logs: int = VISIBLE_LOG_LINES) -> None:
+        import ipywidgets as w
+
+        self.view = RunView(name, run_id, max_logs=visible_logs)
+        self._on_stop = on_stop
+        self._lock = threading.RLock()
+        self.header = w.HTML(layout=w.Layout(flex="1 1 auto"))
+        self.stop_button = w.Button(description="Stop", icon="stop", button_style="danger",
+                                    tooltip="Stop the run: cancel its Spark job and kill its node processes",
+                                    layout=w.Layout(width="auto"))
+        self.tensorboard_toggle = w.ToggleButton(description="Hide TensorBoard", value=True, icon="line-chart",
+                                                 layout=w.Layout(width="auto", display="none"))
+        self.progress = w.IntProgress(value=0, min=0, max=1, description="reserved", bar_style="info")
+        self.progress_label = w.Label("0/0")
+        self.findings = w.HTML()
+        self.tasks = w.HTML()
+        self.logs = w.HTML()
+        self.tensorboard_frame = w.HTML(layout=w.Layout(display="none"))
+        self.widget = w.VBox([
+            w.HBox([self.header, self.tensorboard_toggle, self.stop_button]),
+            w.HBox([self.progress, self.progress_label]),
+            self.findings, self.tasks, self.logs, self.tensorboard_frame,
+        ])
+        self.stop_button.on_click(self._stop_clicked)
+        self.tensorboard_toggle.observe(self._toggle_tensorboard, names="value")
+        self.update([])
+
+    # -- updates from the pump -----------------------------------------------------------------
+    def update(self, events: list[Event], now: float | None = None) -> None:
+        """Fold ``events`` into the view and sync what changed to the frontend."""
+        with self._lock:
+            for e in events:
+                self.view.apply(e)
+            self._sync(now)
+
+    def _sync(self, now: float | None) -> None:
+        v = self.view
+        self.header.value = header_html(v, now)
+        with self.progress.hold_sync():
+            self.progress.max = max(v.requested, 1)
+            self.progress.value = v.registered
+            self.progress.bar_style = ("danger" if v.state == "failed" else
+                                       "success" if v.requested and v.registered == v.requested else "info")
+        self.progress_label.value = f"{v.registered}/{v.requested}"
+        self.findings.value = findings_html(v)
+        self.tasks.value = tasks_html(v)
+        self.logs.value = logs_html(v)
+        if v.finished:
+            with self.stop_button.hold_sync():
+                self.stop_button.disabled = True
+                self.stop_button.description = v.state.capitalize()
+                self.stop_button.button_style = ""
+
+    # -- Stop ----------------------------------------------------------------------------------
+    def _stop_clicked(self, _button: Any = None) -> None:
+        with self._lock:
+            if self.view.finished or self.view.stop_requested:
+                return
+            self.view.stop_requested = True
+            with self.stop_button.hold_sync():
+                self.stop_button.disabled = True
+                self.stop_button.description = "Stopping…"
+            self._sync(None)
+        # The click arrives on the kernel's main thread; stopping takes seconds, so it must not block it.
+        threading.Thread(target=self._stop, daemon=True, name="tfos-stop").start()
+
+    def _stop(self) -> None:
+        try:
+            self._on_stop()
+        except Exception as e:
+            with self._lock:
+                self.view.logs.append(f"[tfos] stop failed: {e}")
+                self._sync(None)
+
+    # -- TensorBoard ---------------------------------------------------------------------------
+    def show_tensorboard(self, url: str, height: int = 600) -> None:
+        """Show TensorBoard at ``url`` in an iframe below the run, with a show/hide toggle."""
+        src = html.escape(url, quote=True)
+        self.tensorboard_frame.value = (f'<iframe src="{src}" title="TensorBoard" '
+                                        f'style="width:100%;height:{int(height)}px;border:0"></iframe>')
+        self.tensorboard_toggle.layout.display = ""
+        self.tensorboard_toggle.value = True
+        self.tensorboard_frame.layout.display = ""
+
+    def _toggle_tensorboard(self, change: dict) -> None:
+        shown = bool(change["new"])
+        self.tensorboard_frame.layout.display = "" if shown else "none"
+        self.tensorboard_toggle.description = "Hide TensorBoard" if shown else "Show TensorBoard"
+
+    # -- display -------------------------------------------------------------------------------
+    def summary(self) -> str:
+        v = self.view
+        return f"run {v.name}: {v.display_state}, {v.registered}/{v.requested} reserved, {format_duration(v.elapsed())}"
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict:
+        bundle = self.widget._repr_mimebundle_(**kwargs)
+        bundle["text/plain"] = self.summary()
+        return bundle

@@ -1,0 +1,144 @@
+"""What a run looks like to a person, folded from its event stream.
+
+``RunView.apply(event)`` is the only way state gets in, so the widget and the text renderer show
+the same thing and both can be tested by feeding events. Pure Python: no widgets here.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+from ..runtime.events import (
+    ClusterReady,
+    Event,
+    FindingRaised,
+    GpuAssigned,
+    LaunchSubmitted,
+    Log,
+    Registered,
+    RunFinished,
+    Step,
+    TaskState,
+)
+
+MAX_LOG_LINES = 200
+
+
+@dataclass
+class TaskRow:
+    """One node of the run as the monitor lists it."""
+
+    task: int
+    role: str
+    index: int
+    host: str = ""
+    executor_id: str = ""
+    port: int = 0
+    gpus: tuple[str, ...] = ()
+    state: str = "scheduled"
+    detail: str = ""
+    step: int | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return f"{self.role}:{self.index}"
+
+    @property
+    def loss(self) -> float | None:
+        return self.metrics.get("loss")
+
+
+class RunView:
+    """A run's state for display: header, reservations, task rows, recent log lines, findings.
+
+    Args:
+        name: the run's name. run_id: its id.
+        max_logs: log lines kept (the oldest are dropped).
+    """
+
+    def __init__(self, name: str, run_id: str, max_logs: int = MAX_LOG_LINES) -> None:
+        self.name, self.run_id = name, run_id
+        self.state = "starting"
+        self.requested = 0
+        self.rows: dict[int, TaskRow] = {}
+        self.logs: deque[str] = deque(maxlen=max_logs)
+        self.log_count = 0
+        self.findings: list = []
+        self.error = ""
+        self.started_at: float | None = None
+        self.finished_at: float | None = None
+        self.stop_requested = False
+
+    @property
+    def registered(self) -> int:
+        return sum(1 for r in self.rows.values() if r.host)
+
+    @property
+    def finished(self) -> bool:
+        return self.finished_at is not None
+
+    @property
+    def display_state(self) -> str:
+        """The state to show: ``stopping`` between a stop request and the end."""
+        return "stopping" if self.stop_requested and not self.finished else self.state
+
+    def elapsed(self, now: float | None = None) -> float:
+        if self.started_at is None:
+            return 0.0
+        end = self.finished_at if self.finished_at is not None else (now if now is not None else time.time())
+        return max(0.0, end - self.started_at)
+
+    def _row(self, e: Registered | GpuAssigned | TaskState | Step) -> TaskRow:
+        if e.task not in self.rows:
+            self.rows[e.task] = TaskRow(e.task, e.role, e.index)
+        return self.rows[e.task]
+
+    def apply(self, e: Event) -> None:
+        """Fold one event into the view."""
+        if self.started_at is None:
+            self.started_at = e.t
+        if isinstance(e, LaunchSubmitted):
+            self.state, self.requested = "reserving", e.num_tasks
+            for task, name in enumerate(e.roles):
+                role, _, index = name.partition(":")
+                self.rows.setdefault(task, TaskRow(task, role, int(index or 0)))
+        elif isinstance(e, Registered):
+            row = self._row(e)
+            row.host, row.executor_id, row.port, row.state = e.host, e.executor_id, e.port, "registered"
+            row.gpus = e.gpus or row.gpus
+        elif isinstance(e, GpuAssigned):
+            self._row(e).gpus = e.addresses
+        elif isinstance(e, ClusterReady):
+            self.state = "running"
+        elif isinstance(e, TaskState):
+            row = self._row(e)
+            row.state, row.detail = e.state, e.detail
+        elif isinstance(e, Step):
+            row = self._row(e)
+            row.step, row.metrics = e.step, dict(e.metrics)
+        elif isinstance(e, Log):
+            self.logs.append(f"[{e.role}:{e.index}] {e.line}")
+            self.log_count += 1
+        elif isinstance(e, FindingRaised):
+            self.findings.append(e.finding)
+        elif isinstance(e, RunFinished):
+            self.state, self.error, self.finished_at = e.state, e.error, e.t
+
+
+def format_duration(seconds: float) -> str:
+    """``75.2`` -> ``1:15``; ``3700`` -> ``1:01:40``."""
+    s = int(seconds)
+    h, rest = divmod(s, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+def format_metrics(step: int | None, metrics: dict[str, float]) -> str:
+    """``step 120  loss 0.3123  acc 0.91`` (empty when nothing was reported)."""
+    if step is None:
+        return ""
+    parts = [f"step {step}"] + [f"{k} {v:.4g}" for k, v in metrics.items()]
+    return "  ".join(parts)
