@@ -116,7 +116,7 @@ class NodeContext:
         return create_writer(logdir, self._flusher)
 
     def callbacks(self, tensorboard: bool = True, checkpoint: bool = True, progress: bool = True,
-                  flush_secs: float = 1.0, **tensorboard_args: Any) -> list:
+                  backup: bool = True, flush_secs: float = 1.0, **tensorboard_args: Any) -> list:
         """Keras callbacks wired to this run's directories, for ``model.fit(..., callbacks=ctx.callbacks())``.
 
         Args:
@@ -128,13 +128,26 @@ class NodeContext:
                 (TensorFlow checkpoints ``ckpt-0001`` with tf-keras, ``ckpt-0001.weights.h5`` with
                 Keras 3); skipped when the run has no model_dir.
             progress: report each epoch's metrics to the driver's monitor (``ctx.report``).
+            backup: a Keras BackupAndRestore under ``ctx.model_dir/backup``, so that a run relaunched
+                after a lost node resumes ``fit`` from the last finished epoch.
             tensorboard_args: passed to the Keras TensorBoard callback (``update_freq``,
                 ``histogram_freq``...).
         """
         from .summaries import keras_callbacks
 
         return keras_callbacks(self, tensorboard=tensorboard, checkpoint=checkpoint, progress=progress,
-                               flush_secs=flush_secs, **tensorboard_args)
+                               backup=backup, flush_secs=flush_secs, **tensorboard_args)
+
+    def restore(self, checkpoint) -> str | None:
+        """Restore ``checkpoint`` (a ``tf.train.Checkpoint``) from the newest checkpoint in
+        ``ctx.model_dir``, as a node does when the run is relaunched after a node was lost
+        (``ctx.attempt`` > 0). Returns the checkpoint's path, or None when there is none yet."""
+        import tensorflow as tf
+
+        latest = tf.train.latest_checkpoint(self.model_dir) if self.model_dir else None
+        if latest:
+            checkpoint.restore(latest)
+        return latest
 
     def _emit(self, msg: dict) -> None:
         if self._status is not None:

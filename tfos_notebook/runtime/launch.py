@@ -114,13 +114,17 @@ class Run:
         legacy_keras: set TF_USE_LEGACY_KERAS=1 on the nodes (None: when tf-keras is installed there).
         name: a label for views; defaults to the run id.
         preflight_wait: seconds to wait for executors that are still starting before diagnosing.
+        retries: how many times a run whose node was lost (its process killed, its executor or
+            Python worker gone) is relaunched; nodes resume from the latest checkpoint in
+            ``model_dir`` through ``ctx.restore()`` or ``ctx.callbacks()``. An exception raised by
+            the user's function is not retried: it would fail the same way again.
     """
 
     def __init__(self, sc, main_fun, args: Any, num_nodes: int, *, num_ps: int = 0,
                  master_node: str | None = "chief", eval_node: bool = False, log_dir: str | None = None,
                  model_dir: str | None = None, reservation_timeout: float = 600.0, gpus_per_node: int = 0,
                  env: dict[str, str] | None = None, legacy_keras: bool | None = None, name: str | None = None,
-                 preflight_wait: float = 30.0, stop_grace_secs: float = 5.0) -> None:
+                 preflight_wait: float = 30.0, stop_grace_secs: float = 5.0, retries: int = 2) -> None:
         if not callable(main_fun):
             raise ConfigError(f"main_fun must be a function taking (args, ctx), got {type(main_fun).__name__}")
         self.sc = sc
@@ -137,6 +141,8 @@ class Run:
         self.stop_grace_secs = stop_grace_secs
         self.background_grace_secs = 0.0
         self.events = EventStream()
+        self.retries = retries
+        self.attempt = 0
         self.job_group = f"tfos-{self.run_id}"
         self.cluster_spec: dict[str, list[str]] = {}
         self.error: BaseException | None = None
@@ -152,18 +158,15 @@ class Run:
         self._seen_findings: set[tuple[str, str]] = set()
         self.stall_secs = 3.0  # no registration for this long -> diagnose and show findings
         self._file_sink: FileSink | None = None
+        self._retry_pending = False
+        self._state = "new"
         self.started_at: float | None = None
 
     # -- views ---------------------------------------------------------------------------------
     @property
     def state(self) -> str:
-        """``reserving``, ``running``, or a terminal state: ``finished``, ``failed``, ``stopped``."""
-        ended = self.events.events(RunFinished)
-        if ended:
-            return ended[-1].state
-        if self.events.events(ClusterReady):
-            return "running"
-        return "reserving" if self.started_at else "new"
+        """``new``, ``reserving``, ``running``, or a terminal state: ``finished``, ``failed``, ``stopped``."""
+        return self._state
 
     @property
     def results(self) -> dict[str, Any]:
@@ -183,6 +186,7 @@ class Run:
     def start(self) -> Run:
         """Pre-flight, then submit the barrier job on a background thread and return."""
         self.started_at = time.monotonic()
+        self._state = "reserving"
         names = tuple(f"{r}:{i}" for r, i in self.roles)
         findings = self._preflight(names)
         self._publish_findings(findings)
@@ -193,12 +197,10 @@ class Run:
         host = self.sc.getConf().get("spark.driver.host") or "127.0.0.1"
         self._secret = channel.new_secret()
         self._server = channel.ControlServer(host, self._secret, self._on_message, self._on_close)
-        self.events.publish(LaunchSubmitted(self.run_id, num_tasks=len(self.roles), roles=names))
         from pyspark import InheritableThread
 
         self._thread = InheritableThread(target=self._run_job, name=f"tfos-run-{self.run_id}", daemon=True)
         self._thread.start()
-        threading.Thread(target=self._watch_reservations, daemon=True, name=f"tfos-res-{self.run_id}").start()
         return self
 
     def _preflight(self, names: tuple[str, ...]) -> list[Finding]:
@@ -211,40 +213,66 @@ class Run:
         hconf = self.sc._jsc.hadoopConfiguration()
         return NodePlan(
             run_id=self.run_id, server_host=self._server.host, server_port=self._server.port,
-            secret=self._secret, main_fun=self.main_fun, args=self.args, roles=self.roles,
+            secret=self._secret, main_fun=self.main_fun, args=self.args, roles=self.roles, attempt=self.attempt,
             default_fs=hconf.get("fs.defaultFS") or "file:///", working_dir=os.getcwd(),
             model_dir=self.model_dir, log_dir=self.log_dir, env=self.env, legacy_keras=self.legacy_keras,
             stop_grace_secs=self.stop_grace_secs,
         )
 
     def _run_job(self) -> None:
+        """Run the barrier job, again for each retry, then settle the run's outcome."""
         n = len(self.roles)
-        failure: BaseException | None = None
-        try:
-            self.sc.setJobGroup(self.job_group, f"tfos_notebook run {self.name}", interruptOnCancel=True)
-            self.sc.parallelize(range(n), n).barrier().mapPartitions(self._plan()).collect()
-        except BaseException as e:  # Py4JJavaError and friends: summarised below
-            failure = e
-        with self._lock:
-            if self._stop_requested:
-                self._finish("stopped", RunStopped(f"run {self.name} was stopped"))
-            elif self.error is not None:
-                self._finish("failed", self.error)
-            elif failure is not None:
-                findings = []
-                try:
-                    findings = blockers(diagnose(self._live_snapshot(0.0)))
-                except Exception:  # diagnosis is best effort; the Spark error is the fact
-                    log.debug("diagnosis after a failed job failed", exc_info=True)
-                self._publish_findings(findings)
-                self._finish("failed", SparkJobError(f"the Spark job of run {self.name} failed: "
-                                                     f"{_spark_error_summary(failure)}", findings))
+        names = tuple(f"{r}:{i}" for r, i in self.roles)
+        while True:
+            attempt_started = time.monotonic()
+            self.events.publish(LaunchSubmitted(self.run_id, num_tasks=n, roles=names, attempt=self.attempt))
+            threading.Thread(target=self._watch_reservations, args=(attempt_started, self.attempt), daemon=True,
+                             name=f"tfos-res-{self.run_id}-{self.attempt}").start()
+            failure: BaseException | None = None
+            try:
+                self.sc.setJobGroup(self.job_group, f"tfos_notebook run {self.name} attempt {self.attempt}",
+                                    interruptOnCancel=True)
+                self.sc.parallelize(range(n), n).barrier().mapPartitions(self._plan()).collect()
+            except BaseException as e:  # Py4JJavaError and friends: summarised below
+                failure = e
+            with self._lock:
+                if self._retry_pending and not self._stop_requested:
+                    self._next_attempt()
+                    continue
+                self._settle(failure)
+                return
+
+    def _next_attempt(self) -> None:
+        """Forget the lost attempt's nodes; the next barrier job starts them all afresh."""
+        self._retry_pending = False
+        self.error = None
+        self.attempt += 1
+        self.job_group = f"tfos-{self.run_id}-a{self.attempt}"
+        self.cluster_spec = {}
+        self._foreground_done_at = None
+        self._nodes = [_Node(t, r, i) for t, (r, i) in enumerate(self.roles)]
+        self._state = "reserving"
+
+    def _settle(self, failure: BaseException | None) -> None:
+        if self._stop_requested:
+            self._finish("stopped", RunStopped(f"run {self.name} was stopped"))
+        elif self.error is not None:
+            self._finish("failed", self.error)
+        elif failure is not None:
+            findings = []
+            try:
+                findings = blockers(diagnose(self._live_snapshot(0.0)))
+            except Exception:  # diagnosis is best effort; the Spark error is the fact
+                log.debug("diagnosis after a failed job failed", exc_info=True)
+            self._publish_findings(findings)
+            self._finish("failed", SparkJobError(f"the Spark job of run {self.name} failed: "
+                                                 f"{_spark_error_summary(failure)}", findings))
+        else:
+            missing = [nd.name for nd in self._nodes if nd.state != "finished"]
+            if missing:
+                self._finish("failed", SparkJobError(f"nodes {missing} ended without reporting a result"))
             else:
-                missing = [nd.name for nd in self._nodes if nd.state != "finished"]
-                if missing:
-                    self._finish("failed", SparkJobError(f"nodes {missing} ended without reporting a result"))
-                else:
-                    self._finish("finished")
+                self._finish("finished")
 
     def _publish_findings(self, findings: list[Finding]) -> None:
         for f in findings:
@@ -270,12 +298,12 @@ class Run:
             driver_versions=(platform.python_version(), installed_versions()["tensorflow"]),
         )
 
-    def _watch_reservations(self) -> None:
+    def _watch_reservations(self, started: float, attempt: int) -> None:
         """While nodes register: when registrations stop for ``stall_secs``, diagnose and publish the
         findings (again each time something new turns up); at ``reservation_timeout``, fail."""
-        deadline = self.started_at + self.reservation_timeout
+        deadline = started + self.reservation_timeout
         last_count, last_change = 0, time.monotonic()
-        while not self._done.is_set() and not self.cluster_spec:
+        while not self._done.is_set() and not self.cluster_spec and attempt == self.attempt:
             now = time.monotonic()
             if now >= deadline:
                 break
@@ -288,7 +316,7 @@ class Run:
                 except Exception:  # the JVM may be busy or gone; diagnosis is best effort
                     log.debug("live diagnosis failed", exc_info=True)
             time.sleep(min(0.25, max(0.0, deadline - now)))
-        if self._done.is_set() or self.cluster_spec:
+        if self._done.is_set() or self.cluster_spec or attempt != self.attempt:
             return
         with self._lock:
             registered = [nd.name for nd in self._nodes if nd.conn is not None]
@@ -316,6 +344,8 @@ class Run:
         node: _Node | None = conn.attrs.get("node")
         if node is None:
             raise channel.ChannelError(f"message {kind!r} before registration")
+        if self._stale(node):
+            return  # a node of an earlier attempt, still winding down
         if kind == "logs":
             for stream, line in msg.get("lines", []):
                 self.events.publish(Log(self.run_id, task=node.task, role=node.role, index=node.index,
@@ -376,6 +406,8 @@ class Run:
         with self._lock:
             if not isinstance(task, int) or not 0 <= task < len(self._nodes) or self._nodes[task].conn is not None:
                 raise channel.ChannelError(f"bad or duplicate registration for task {task!r}")
+            if msg.get("attempt") != self.attempt:
+                raise channel.ChannelError(f"registration for attempt {msg.get('attempt')!r}, now {self.attempt}")
             node = self._nodes[task]
             node.conn, node.host, node.port = conn, str(msg["host"]), int(msg["port"])
             node.executor_id = str(msg.get("executor_id", ""))
@@ -396,6 +428,7 @@ class Run:
                 self.cluster_spec = spec
                 for nd in self._nodes:
                     nd.conn.send({"type": "cluster", "cluster_spec": spec})
+                self._state = "running"
                 self.events.publish(ClusterReady(self.run_id, cluster_spec=spec))
 
     def _on_leftovers(self, items: list) -> None:
@@ -426,11 +459,13 @@ class Run:
                                 "stopped after the training nodes finished" if bg_done else "")
                 return
             else:
-                self._set_state(node, "failed", f"exit code {msg.get('exit_code')}")
+                code = msg.get("exit_code")
+                self._set_state(node, "failed", f"exit code {code}")
                 tb = str(msg.get("traceback", ""))
                 findings = diagnose_failure(node.role, node.index, node.host, tb, node.port)
                 self._publish_findings(findings)
-                self._abort(NodeError(node.role, node.index, node.host, tb, msg.get("exit_code"), findings))
+                killed = isinstance(code, int) and code < 0  # a signal, not an exception of the function
+                self._abort(NodeError(node.role, node.index, node.host, tb, code, findings), retryable=killed)
                 return
             foreground = [nd for nd in self._nodes if nd.role in FOREGROUND_ROLES]
             if self._foreground_done_at is None and all(nd.state == "finished" for nd in foreground):
@@ -446,31 +481,60 @@ class Run:
                 if nd.role in BACKGROUND_ROLES and nd.state in ("registered", "running") and nd.conn:
                     _send_quietly(nd.conn, {"type": "stop"})
 
+    def _stale(self, node: _Node) -> bool:
+        return self._nodes[node.task] is not node
+
     def _on_close(self, conn: channel.Connection) -> None:
         node: _Node | None = conn.attrs.get("node")
         with self._lock:
-            if node is None or self._done.is_set() or self._stop_requested or self.error is not None:
+            if (node is None or self._stale(node) or self._done.is_set() or self._stop_requested
+                    or self.error is not None or self._retry_pending):
                 return
             if node.state in ("registered", "running"):
                 self._set_state(node, "failed", "connection lost")
                 self._abort(NodeError(node.role, node.index, node.host,
                                       "the node's connection closed before it reported a result: its executor "
-                                      "or Python worker died (see the executor's stderr in the Spark UI)"))
+                                      "or Python worker died (see the executor's stderr in the Spark UI)"),
+                            retryable=True)
 
     # -- ending --------------------------------------------------------------------------------
-    def _abort(self, error: BaseException) -> None:
-        """Fail the run: tell every node to stop, then cancel the job group if it lingers."""
+    def _abort(self, error: BaseException, retryable: bool = False) -> None:
+        """End this attempt: tell every node to stop and cancel the attempt's job group if it
+        lingers. A lost node (``retryable``) with retries left starts another attempt; anything
+        else fails the run with ``error``."""
         with self._lock:
-            if self.error is None:
+            if self._retry_pending or self.error is not None:
+                return
+            if retryable and self.attempt < self.retries and not self._stop_requested:
+                self._retry_pending = True
+                self._publish_findings([Finding(
+                    "node_lost_retrying",
+                    f"a node was lost; relaunching the run (attempt {self.attempt + 2} of {self.retries + 1})",
+                    (str(error).splitlines()[0],),
+                    "nothing to do if the nodes resume from their checkpoints (ctx.restore() or ctx.callbacks()); "
+                    "otherwise training restarts from scratch",
+                    "warning",
+                )])
+            else:
+                if retryable and self.retries:
+                    error = NodeError(error.role, error.index, error.host,
+                                      f"{error.traceback_text}\n(after {self.attempt + 1} attempts; retries={self.retries})",
+                                      error.exit_code, error.findings)
                 self.error = error
             for nd in self._nodes:
                 if nd.conn is not None:
                     _send_quietly(nd.conn, {"type": "stop"})
-        threading.Thread(target=self._cancel_after_grace, daemon=True).start()
+            group = self.job_group
+        threading.Thread(target=self._cancel_after_grace, args=(group,), daemon=True).start()
 
-    def _cancel_after_grace(self) -> None:
-        if not self._thread_done(self.stop_grace_secs + 2.0):
-            self.sc.cancelJobGroup(self.job_group)
+    def _cancel_after_grace(self, group: str) -> None:
+        deadline = time.monotonic() + self.stop_grace_secs + 2.0
+        while time.monotonic() < deadline:
+            if group != self.job_group or self._done.is_set():
+                return  # that attempt's job already ended
+            time.sleep(0.1)
+        if group == self.job_group and not self._done.is_set():
+            self.sc.cancelJobGroup(group)
 
     def _thread_done(self, timeout: float) -> bool:
         if self._thread is None:
@@ -485,6 +549,7 @@ class Run:
             self.error = error
         if self._server is not None:
             self._server.close()
+        self._state = state
         self.events.publish(RunFinished(self.run_id, state=state, error=str(error) if error else ""))
         self._done.set()
 

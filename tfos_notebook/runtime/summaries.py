@@ -112,9 +112,11 @@ class ReportProgress(tf.keras.callbacks.Callback):
 
 
 def keras_callbacks(ctx, tensorboard: bool = True, checkpoint: bool = True, progress: bool = True,
-                    flush_secs: float = 1.0, **tensorboard_args: Any) -> list:
+                    backup: bool = True, flush_secs: float = 1.0, **tensorboard_args: Any) -> list:
     """See ``NodeContext.callbacks``."""
     callbacks: list = []
+    if backup and ctx.model_dir:
+        callbacks.append(tf.keras.callbacks.BackupAndRestore(f"{ctx.model_dir.rstrip('/')}/backup"))
     if tensorboard:
         board = tf.keras.callbacks.TensorBoard(log_dir=ctx.log_dir, **tensorboard_args)
         per_batch = tensorboard_args.get("update_freq", "epoch") != "epoch"
