@@ -21,6 +21,7 @@ from .runtime import (
     SparkJobError,
     TFOSError,
 )
+from .runtime.orphans import scan_cluster as cleanup
 
 __version__ = "0.1.0"
 
@@ -33,5 +34,5 @@ def load_ipython_extension(ipython) -> None:
     load(ipython)
 
 
-__all__ = ["ConfigError", "InputMode", "LaunchError", "NodeContext", "NodeError", "PreflightError",
+__all__ = ["ConfigError", "InputMode", "cleanup", "LaunchError", "NodeContext", "NodeError", "PreflightError",
            "ReservationTimeout", "Run", "RunStopped", "SparkJobError", "TFCluster", "TFOSError"]

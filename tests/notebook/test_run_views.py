@@ -161,3 +161,19 @@ def test_pump_batches_events_and_stops_after_the_end():
     delivered = [e for b in batches for e in b]
     assert len(delivered) == 5 + 100 + 1
     assert len([b for b in batches if b]) <= 5  # a few renders, not one per event
+
+
+def test_a_relaunch_shows_its_attempt_and_starts_the_rows_afresh():
+    from tfos_notebook.notebook.monitor import header_html
+
+    view = RunView("digits", RUN)
+    for e in two_node_run(steps=3)[:-1]:  # all but the end
+        view.apply(e)
+    view.apply(LaunchSubmitted(RUN, num_tasks=2, roles=("chief:0", "worker:0"), attempt=1))
+    assert view.attempt == 1 and view.registered == 0 and view.state == "reserving"
+    assert {r.state for r in view.rows.values()} == {"scheduled"}
+    assert "attempt 2" in header_html(view)
+    lines = []
+    text = TextMonitor("digits", RUN, write=lines.append)
+    text.update([LaunchSubmitted(RUN, num_tasks=2, roles=("chief:0", "worker:0"), attempt=1)])
+    assert any("launching 2 nodes again (attempt 2)" in line for line in lines)

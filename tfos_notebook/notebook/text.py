@@ -51,7 +51,8 @@ class TextMonitor:
         for e in events:
             self.view.apply(e)
             if isinstance(e, LaunchSubmitted):
-                self._say(f"launching {e.num_tasks} nodes ({', '.join(e.roles)})")
+                again = f" again (attempt {e.attempt + 1})" if e.attempt else ""
+                self._say(f"launching {e.num_tasks} nodes{again} ({', '.join(e.roles)})")
             elif isinstance(e, ClusterReady):
                 self._flush_registered()
                 self._say("cluster ready: " + ", ".join(f"{r.name} {r.host}:{r.port}" for r in

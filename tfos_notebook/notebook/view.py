@@ -63,6 +63,7 @@ class RunView:
         self.name, self.run_id = name, run_id
         self.state = "starting"
         self.requested = 0
+        self.attempt = 0
         self.rows: dict[int, TaskRow] = {}
         self.logs: deque[str] = deque(maxlen=max_logs)
         self.log_count = 0
@@ -101,10 +102,11 @@ class RunView:
         if self.started_at is None:
             self.started_at = e.t
         if isinstance(e, LaunchSubmitted):
-            self.state, self.requested = "reserving", e.num_tasks
+            self.state, self.requested, self.attempt = "reserving", e.num_tasks, e.attempt
             for task, name in enumerate(e.roles):
                 role, _, index = name.partition(":")
-                self.rows.setdefault(task, TaskRow(task, role, int(index or 0)))
+                if e.attempt or task not in self.rows:  # a relaunch starts every row afresh
+                    self.rows[task] = TaskRow(task, role, int(index or 0))
         elif isinstance(e, Registered):
             row = self._row(e)
             row.host, row.executor_id, row.port, row.state = e.host, e.executor_id, e.port, "registered"

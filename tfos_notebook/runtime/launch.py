@@ -298,6 +298,14 @@ class Run:
             driver_versions=(platform.python_version(), installed_versions()["tensorflow"]),
         )
 
+    def diagnose(self) -> list[Finding]:
+        """Findings about this run and the cluster now (for ``%tfos_diagnose``): what was raised so
+        far and a fresh diagnosis."""
+        raised = [e.finding for e in self.events.events(FindingRaised)]
+        fresh = diagnose(self._live_snapshot(0.0)) if self.started_at else []
+        seen = {(f.code, f.cause) for f in raised}
+        return raised + [f for f in fresh if (f.code, f.cause) not in seen]
+
     def _watch_reservations(self, started: float, attempt: int) -> None:
         """While nodes register: when registrations stop for ``stall_secs``, diagnose and publish the
         findings (again each time something new turns up); at ``reservation_timeout``, fail."""

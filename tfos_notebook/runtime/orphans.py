@@ -138,7 +138,14 @@ def _scan_task(exclude_runs: list[str], kill: bool):
 def scan_cluster(sc, exclude_runs: set[str] | frozenset[str] = frozenset(), kill: bool = False,
                  timeout: float = 60.0) -> list[Leftover]:
     """Leftovers on every executor host (and the driver's): one barrier task per slot, so every
-    executor runs one. Raises ``TimeoutError`` when the slots are busy for longer than ``timeout``."""
+    executor runs one. Exported as ``tfos_notebook.cleanup(sc, kill=True)``.
+
+    Args:
+        exclude_runs: active runs whose processes must be left alone (runs with a live node on a
+            host are left alone anyway).
+        kill: terminate the leftovers of our runs (foreign GPU holders are only reported).
+
+    Raises ``TimeoutError`` when the slots are busy for longer than ``timeout``."""
 
     from .preflight import total_slots
 
