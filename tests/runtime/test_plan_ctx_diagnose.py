@@ -103,3 +103,20 @@ def test_gpus_asked_but_not_configured():
 
 def test_a_launch_that_fits_has_no_findings():
     assert diagnose(Snapshot(2, total_slots=2, executors=TWO_EXECUTORS, gpus_per_node=1, task_gpus=1)) == []
+
+
+def test_event_stream_bounds_logs_and_steps_but_keeps_state_events():
+    from tfos_notebook.runtime.events import EventStream, Log, RunFinished, Step, TaskState
+
+    stream = EventStream(max_logs=3, max_steps=4)
+    seen = []
+    stream.subscribe(seen.append)
+    for i in range(10):
+        stream.publish(Log("r", task=0, role="chief", index=0, stream="stdout", line=str(i)))
+        stream.publish(Step("r", task=0, role="chief", index=0, step=i, metrics={"loss": 1.0}))
+        stream.publish(TaskState("r", task=0, role="chief", index=0, state="running"))
+    stream.publish(RunFinished("r", state="finished"))
+    assert [e.line for e in stream.events(Log)] == ["7", "8", "9"]
+    assert [e.step for e in stream.events(Step)] == [6, 7, 8, 9]
+    assert len(stream.events(TaskState)) == 10 and len(seen) == 31
+    assert stream.wait_for(lambda evs: isinstance(evs[-1], RunFinished), timeout=0)

@@ -118,16 +118,17 @@ TERMINAL_STATES = frozenset({"finished", "failed", "stopped"})
 class EventStream:
     """A thread-safe, replayable stream of events with subscribers.
 
-    Non-log events are all kept; log lines are kept up to ``max_logs`` (the oldest dropped), so a
-    chatty run cannot grow the driver's memory without bound. Subscribers are called on the
-    publishing thread and must be quick; an exception in one is swallowed so it cannot break
-    the run.
+    State events are all kept; log lines and steps are kept up to ``max_logs`` / ``max_steps``
+    (the oldest dropped), so a chatty run cannot grow the driver's memory without bound.
+    Subscribers see every event as it is published; they are called on the publishing thread and
+    must be quick; an exception in one is swallowed so it cannot break the run.
     """
 
-    def __init__(self, max_logs: int = 5000) -> None:
+    def __init__(self, max_logs: int = 5000, max_steps: int = 10000) -> None:
         self._lock = threading.Lock()
         self._events: list[Event] = []
         self._logs: deque[Log] = deque(maxlen=max_logs)
+        self._steps: deque[Step] = deque(maxlen=max_steps)
         self._subscribers: list[Callable[[Event], None]] = []
         self._changed = threading.Condition(self._lock)
 
@@ -135,6 +136,8 @@ class EventStream:
         with self._lock:
             if isinstance(event, Log):
                 self._logs.append(event)
+            elif isinstance(event, Step):
+                self._steps.append(event)
             else:
                 self._events.append(event)
             subscribers = list(self._subscribers)
@@ -149,7 +152,7 @@ class EventStream:
         """Call ``callback`` for every event (first the past ones when ``replay``); returns an
         unsubscribe function."""
         with self._lock:
-            past = sorted([*self._events, *self._logs], key=lambda e: e.t) if replay else []
+            past = sorted([*self._events, *self._logs, *self._steps], key=lambda e: e.t) if replay else []
             self._subscribers.append(callback)
         for event in past:
             try:
@@ -165,12 +168,16 @@ class EventStream:
         return unsubscribe
 
     def events(self, kind: type | None = None) -> list[Event]:
-        """All kept events (logs merged in time order), optionally only those of one type."""
+        """All kept events (logs and steps merged in time order), optionally only those of one type."""
         with self._lock:
-            merged = sorted([*self._events, *self._logs], key=lambda e: e.t)
+            if kind is Log:
+                return list(self._logs)
+            if kind is Step:
+                return list(self._steps)
+            merged = sorted([*self._events, *self._logs, *self._steps], key=lambda e: e.t)
         return [e for e in merged if kind is None or isinstance(e, kind)]
 
     def wait_for(self, predicate: Callable[[list[Event]], bool], timeout: float | None = None) -> bool:
-        """Block until ``predicate(non-log events)`` is true or ``timeout`` passes."""
+        """Block until ``predicate(state events)`` (neither logs nor steps) is true or ``timeout`` passes."""
         with self._changed:
             return self._changed.wait_for(lambda: predicate(self._events), timeout)
