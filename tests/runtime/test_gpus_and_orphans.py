@@ -113,7 +113,7 @@ def test_leftover_of_a_run_whose_python_worker_was_killed_is_found_and_killed(st
     from tfos_notebook.runtime.orphans import scan_cluster
 
     sc = standalone.sparkContext
-    run = Run(sc, detach_and_wait, None, 2).start()
+    run = Run(sc, detach_and_wait, None, 2, retries=0).start()
     deadline = time.monotonic() + 90
     while not any(e.line == "detached" for e in run.events.events(Log)) and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -124,6 +124,13 @@ def test_leftover_of_a_run_whose_python_worker_was_killed_is_found_and_killed(st
     with pytest.raises(NodeError, match="connection closed before it reported a result") as info:
         run.wait(120)
     assert info.value.role == "worker"
+    # the next launch's nodes report it
+    from tfos_notebook.runtime.events import FindingRaised
+
+    probe = Run(sc, lambda a, c: None, None, 2).start()
+    probe.wait(120)
+    [orphans] = [e.finding for e in probe.events.events(FindingRaised) if e.finding.code == "orphan_processes"]
+    assert any(f"run {run.run_id} worker:0" in line for line in orphans.evidence)
     found = [x for x in scan_cluster(sc, timeout=60) if x.run_id == run.run_id]
     assert len(found) == 1 and found[0].task == "worker:0" and "time.sleep(600)" in found[0].cmdline
     killed = [x for x in scan_cluster(sc, kill=True, timeout=60) if x.run_id == run.run_id]
