@@ -6,31 +6,13 @@ import socket
 import struct
 import time
 
-import psutil
 import pytest
+from procs import child_processes, eventually
 
 from tfos_notebook import NodeError, PreflightError, Run
 from tfos_notebook.examples.digits import DigitsArgs, train
 from tfos_notebook.runtime import channel
 from tfos_notebook.runtime.events import ClusterReady, GpuAssigned, Registered, TaskState
-
-
-def child_processes(run_id: str) -> list[psutil.Process]:
-    found = []
-    for p in psutil.process_iter(["cmdline"]):
-        cmd = " ".join(p.info["cmdline"] or [])
-        if "tfos_notebook.runtime.child" in cmd and run_id in cmd:
-            found.append(p)
-    return found
-
-
-def _eventually(predicate, timeout: float = 15.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.1)
-    return False
 
 
 def slow_echo(args, ctx):
@@ -56,7 +38,7 @@ def test_bad_connections_are_rejected_while_a_run_in_flight_completes(standalone
     big = socket.create_connection(address)
     big.recv(1024)
     big.sendall(struct.pack(">I", 1 << 30))
-    assert _eventually(lambda: run._server.rejected >= 3, timeout=10)
+    assert eventually(lambda: run._server.rejected >= 3, timeout=10)
     results = run.wait(120)
     assert run.state == "finished" and results is not None
     raw.close()
@@ -98,12 +80,12 @@ def crash_on_chief(args, ctx):
 def test_node_exception_leaves_no_child_and_the_context_launches_again(standalone):
     sc = standalone.sparkContext
     run = Run(sc, crash_on_chief, None, 2).start()
-    assert _eventually(lambda: len(child_processes(run.run_id)) == 2, timeout=60)
+    assert eventually(lambda: len(child_processes(run.run_id)) == 2, timeout=60)
     with pytest.raises(NodeError) as info:
         run.wait(120)
     assert info.value.role == "chief" and "RuntimeError: chief ran out of patience" in str(info.value)
     assert "in crash_on_chief" in info.value.traceback_text
-    assert _eventually(lambda: not child_processes(run.run_id))
+    assert eventually(lambda: not child_processes(run.run_id))
     again = Run(sc, slow_echo, 0, 2).start()
     again.wait(120)
     assert again.state == "finished"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import time
 
-import psutil
 import pytest
+from procs import child_processes, eventually
 
 from tfos_notebook import InputMode, NodeError, PreflightError, Run, RunStopped, TFCluster
 from tfos_notebook.runtime.events import (
@@ -18,16 +18,6 @@ from tfos_notebook.runtime.events import (
     Step,
     TaskState,
 )
-
-
-def child_processes(run_id: str) -> list[psutil.Process]:
-    """Node child processes of one run still alive anywhere on this machine."""
-    found = []
-    for p in psutil.process_iter(["cmdline"]):
-        cmd = " ".join(p.info["cmdline"] or [])
-        if "tfos_notebook.runtime.child" in cmd and run_id in cmd:
-            found.append(p)
-    return found
 
 
 def echo(args, ctx):
@@ -74,7 +64,7 @@ def test_node_exception_surfaces_with_role_and_traceback_and_stops_the_rest(loca
     assert "ValueError: worker cannot load shard 7" in str(err)
     assert 'in fail_on_worker' in err.traceback_text
     assert run.state == "failed"
-    assert _eventually(lambda: not child_processes(run.run_id))
+    assert eventually(lambda: not child_processes(run.run_id))
     # the same SparkContext launches again
     again = Run(sc, echo, 1, 2).start()
     assert again.wait(120)["args"] == 1
@@ -92,12 +82,12 @@ def test_stop_kills_the_node_processes_and_keeps_the_context(local_spark):
     run = Run(sc, sleeper, None, 2).start()
     assert run.events.wait_for(lambda evs: sum(isinstance(e, TaskState) and e.state == "running" for e in evs) == 2,
                                timeout=60)
-    assert _eventually(lambda: len(child_processes(run.run_id)) == 2)
+    assert eventually(lambda: len(child_processes(run.run_id)) == 2)
     run.stop()
     assert run.state == "stopped"
     with pytest.raises(RunStopped):
         run.wait(1)
-    assert _eventually(lambda: not child_processes(run.run_id))
+    assert eventually(lambda: not child_processes(run.run_id))
     assert sc.parallelize(range(10)).sum() == 45
 
 
@@ -145,13 +135,6 @@ def test_ps_chief_evaluator_worker_get_consistent_cluster_spec_and_tf_config(loc
         assert r["resolved"]["ps"] == spec["ps"]
 
 
-def _eventually(predicate, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.1)
-    return False
 
 
 def ps_waits_forever(args, ctx):
@@ -171,7 +154,7 @@ def test_ps_nodes_are_stopped_once_the_training_nodes_finish(local_spark4):
     assert set(run.results) == {"chief:0", "worker:0"}
     [ps_end] = [e for e in run.events.events(TaskState) if e.role == "ps" and e.state != "running"]
     assert ps_end.state == "finished" and ps_end.detail == "stopped after the training nodes finished"
-    assert _eventually(lambda: not child_processes(run.run_id))
+    assert eventually(lambda: not child_processes(run.run_id))
 
 
 def test_reservation_timeout_fails_with_findings_and_cleans_up(local_spark):
@@ -182,5 +165,5 @@ def test_reservation_timeout_fails_with_findings_and_cleans_up(local_spark):
         run.wait(60)
     assert info.value.findings and "did not register" in info.value.findings[0].cause
     assert run.state == "failed"
-    assert _eventually(lambda: not child_processes(run.run_id))
+    assert eventually(lambda: not child_processes(run.run_id))
     assert local_spark.sparkContext.parallelize(range(4)).count() == 4
