@@ -293,7 +293,7 @@ class Run:
             leftovers = tuple(self._leftovers.values())
         return preflight.snapshot(
             self.sc, len(self.roles), names, self.gpus_per_node, time.monotonic() - self.started_at,
-            registered=registered, stalled_for=stalled_for, leftovers=leftovers, versions=versions,
+            own_group=self.job_group, registered=registered, stalled_for=stalled_for, leftovers=leftovers, versions=versions,
             task_errors=preflight.task_errors(self.sc, self.job_group),
             driver_versions=(platform.python_version(), installed_versions()["tensorflow"]),
         )

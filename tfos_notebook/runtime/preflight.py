@@ -49,10 +49,14 @@ def _expected_executors(sc) -> int | None:
     return None
 
 
-def _busy(sc) -> tuple[int, tuple[str, ...]]:
+def _busy(sc, own_group: str | None) -> tuple[int, tuple[str, ...]]:
+    """Slots held by running tasks of other jobs than ``own_group``'s, and those jobs."""
     tracker = sc.statusTracker()
     busy, jobs = 0, []
+    own = set(tracker.getJobIdsForGroup(own_group)) if own_group else set()
     for job_id in tracker.getActiveJobsIds():
+        if job_id in own:
+            continue
         job = tracker.getJobInfo(job_id)
         if job is None:
             continue
@@ -81,11 +85,12 @@ def task_errors(sc, job_group: str) -> tuple[str, ...]:
 
 
 def snapshot(sc, requested_tasks: int, roles: tuple[str, ...] = (), gpus_per_node: int = 0,
-             elapsed: float = 0.0, **live) -> Snapshot:
-    """A ``Snapshot`` of the cluster now; ``live`` adds what a launch in progress knows
-    (registered, stalled_for, task_errors, leftovers, versions, driver_versions)."""
+             elapsed: float = 0.0, own_group: str | None = None, **live) -> Snapshot:
+    """A ``Snapshot`` of the cluster now; ``own_group`` is the launch's job group (its tasks are not
+    "other jobs"); ``live`` adds what a launch in progress knows (registered, stalled_for,
+    task_errors, leftovers, versions, driver_versions)."""
     conf = sc.getConf()
-    busy, jobs = _busy(sc)
+    busy, jobs = _busy(sc, own_group)
     return Snapshot(
         requested_tasks=requested_tasks,
         roles=roles,
