@@ -1,6 +1,6 @@
 """tfos_notebook: distributed TensorFlow training on Apache Spark, driven from notebooks.
 
-    %load_ext tfos_notebook          # in a notebook: %%tfos_train, %tfos_status, %tfos_stop
+    %load_ext tfos_notebook   # in a notebook: %%tfos_train, %tfos_status, %tfos_stop, %tfos_tensorboard
 
     from tfos_notebook import TFCluster, InputMode
     cluster = TFCluster.run(sc, main_fun, args, num_executors=2)

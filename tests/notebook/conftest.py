@@ -20,3 +20,14 @@ def spark_ns(ip, local_spark):
     """``ip`` with the local SparkSession bound as ``spark_for_test`` in the notebook namespace."""
     ip.user_ns["spark_for_test"] = local_spark
     return ip
+
+
+@pytest.fixture(autouse=True)
+def _own_tensorboards(tmp_path, monkeypatch):
+    """Each test keeps its TensorBoard registry and mirrors in a state directory of its own, and
+    the TensorBoards it started (runs keep theirs until the kernel exits) are stopped after it."""
+    monkeypatch.setenv("TFOS_NOTEBOOK_STATE_DIR", str(tmp_path / "state"))
+    yield
+    from tfos_notebook.tensorboard import process
+
+    process.stop_owned()

@@ -186,5 +186,5 @@ def test_input_mode_spark_says_it_is_not_available_yet(spark_ns):
 def test_help_lists_every_option(ip):
     doc = ip.find_cell_magic("tfos_train").__doc__
     for option in ("--workers", "--ps", "--evaluator", "--input-mode", "--data", "--epochs", "--gpus", "--logdir",
-                   "--model-dir", "--name", "--reservation-timeout", "--wait", "--local", "--monitor"):
+                   "--model-dir", "--name", "--reservation-timeout", "--wait", "--local", "--monitor", "--no-tensorboard"):
         assert option in doc

@@ -98,17 +98,30 @@ def test_stop_button_calls_back_once_off_the_clicking_thread_and_shows_stopping(
 
 def test_tensorboard_panel_is_hidden_until_shown_then_toggles():
     monitor = Monitor("r", RUN, on_stop=lambda: None)
-    assert monitor.tensorboard_frame.layout.display == "none"
-    assert monitor.tensorboard_toggle.layout.display == "none"
+    panel = monitor.tensorboard_panel
+    assert panel.frame.layout.display == "none"
+    assert panel.toggle.layout.display == "none"
     monitor.show_tensorboard("/proxy/6006/?a=1&b=2", height=400)
-    frame = monitor.tensorboard_frame.value
+    frame = panel.frame.value
     assert re.search(r'<iframe src="/proxy/6006/\?a=1&amp;b=2"[^>]*height:400px', frame)
-    assert monitor.tensorboard_frame.layout.display == "" and monitor.tensorboard_toggle.layout.display == ""
-    monitor.tensorboard_toggle.value = False
-    assert monitor.tensorboard_frame.layout.display == "none"
-    assert monitor.tensorboard_toggle.description == "Show TensorBoard"
-    monitor.tensorboard_toggle.value = True
-    assert monitor.tensorboard_frame.layout.display == ""
+    assert panel.frame.layout.display == "" and panel.toggle.layout.display == ""
+    panel.toggle.value = False
+    assert panel.frame.layout.display == "none"
+    assert panel.toggle.description == "Show TensorBoard"
+    panel.toggle.value = True
+    assert panel.frame.layout.display == ""
+
+
+def test_tensorboard_panel_says_when_tensorboard_stopped_or_failed():
+    monitor = Monitor("r", RUN, on_stop=lambda: None)
+    monitor.show_tensorboard("/proxy/6006/")
+    monitor.tensorboard_note("TensorBoard did not start: <no port>", error=True)
+    panel = monitor.tensorboard_panel
+    assert "<iframe" not in panel.frame.value and "did not start: &lt;no port&gt;" in panel.frame.value
+    assert panel.url is None and panel.toggle.layout.display == "none" and panel.frame.layout.display == ""
+    lines: list[str] = []
+    TextMonitor("r", RUN, write=lines.append).tensorboard_note("TensorBoard stopped")
+    assert lines == ["[tfos] r: TensorBoard stopped"]
 
 
 def test_widget_offers_a_readable_text_fallback_in_its_display_bundle():

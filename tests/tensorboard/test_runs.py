@@ -4,9 +4,9 @@ import os
 import time
 
 import psutil
-from tbhelpers import scalar_record, version_record, wait_for_scalars
+from tbhelpers import get_json, scalar_record, version_record, wait_for_scalars
 
-from tfos_notebook import Run
+from tfos_notebook import Run, TFCluster
 from tfos_notebook.runtime.events import ClusterReady, Step
 from tfos_notebook.tensorboard import attach_tensorboard
 
@@ -111,3 +111,19 @@ def test_keras_callbacks_write_curves_and_checkpoints_into_a_shared_logdir_mirro
             rel = os.path.relpath(os.path.join(dirpath, name), source_root)
             with open(os.path.join(dirpath, name), "rb") as a, open(os.path.join(tb.mirror.root, rel), "rb") as b:
                 assert a.read() == b.read(), rel
+
+
+def test_tfcluster_run_with_tensorboard_serves_the_nodes_curves_at_its_url(local_spark):
+    pieces = {"chief": _pieces(1.0), "worker": _pieces(8.0)}
+    cluster = TFCluster.run(local_spark.sparkContext, write_pieces, pieces, 2, tensorboard=True)
+    board = cluster.tensorboard
+    try:
+        assert cluster.tensorboard_url() == board.url == f"http://127.0.0.1:{board.port}/"
+        cluster.shutdown()
+        for role, first in (("chief", 1.0), ("worker", 8.0)):
+            steps = [p[1:] for p in wait_for_scalars(board.port, f"{role}_0", "loss", 3)]
+            assert steps == [[1, first], [2, first / 2], [3, first / 4]]
+        assert sorted(get_json(f"{cluster.tensorboard_url()}data/runs")) == ["chief_0", "worker_0"]
+    finally:
+        board.stop()
+    assert not psutil.pid_exists(board.pid) or psutil.Process(board.pid).status() == psutil.STATUS_ZOMBIE

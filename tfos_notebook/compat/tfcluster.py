@@ -17,11 +17,13 @@ class InputMode:
 
 class TFCluster:
     """A running cluster, returned by :func:`run`. ``run_handle`` is the underlying :class:`Run`,
-    whose ``events`` stream feeds every view."""
+    whose ``events`` stream feeds every view; ``tensorboard`` its TensorBoard (a
+    ``tfos_notebook.tensorboard.TensorBoardHandle``) with ``tensorboard=True``, else None."""
 
-    def __init__(self, run_handle: Run, input_mode: int) -> None:
+    def __init__(self, run_handle: Run, input_mode: int, tensorboard: Any = None) -> None:
         self.run_handle = run_handle
         self.input_mode = input_mode
+        self.tensorboard = tensorboard
 
     @property
     def cluster_spec(self) -> dict[str, list[str]]:
@@ -30,6 +32,10 @@ class TFCluster:
     @property
     def cluster_id(self) -> str:
         return self.run_handle.run_id
+
+    def tensorboard_url(self) -> str | None:
+        """Where a browser opens the cluster's TensorBoard (None without ``tensorboard=True``)."""
+        return self.tensorboard.url if self.tensorboard is not None else None
 
     def shutdown(self, ssc: Any = None, grace_secs: float = 0, timeout: float = 259200) -> Any:
         """Wait for the training nodes to finish, give ps/evaluator nodes ``grace_secs`` more,
@@ -54,13 +60,16 @@ def run(sc, map_fun, tf_args, num_executors: int, num_ps: int = 0, tensorboard: 
         num_executors: nodes in the cluster, ps and evaluator included.
         num_ps: parameter-server nodes. master_node: ``"chief"`` (default) or None for workers only.
         eval_node: add an evaluator node. log_dir: handed to the nodes as ``ctx.log_dir``.
+        tensorboard: start a TensorBoard on the driver that shows the nodes' event files live (see
+            ``cluster.tensorboard_url()``); it stops 15 minutes after the run ends, or when this
+            process exits.
         reservation_timeout: seconds for all nodes to register before failing with findings.
         kwargs: passed to :class:`tfos_notebook.runtime.Run` (``model_dir``, ``env``, ``gpus_per_node``...).
 
     Raises:
         PreflightError: the cluster cannot run the nodes (too few slots, dynamic allocation, GPUs).
         ReservationTimeout: not every node registered in time.
-        ConfigError: impossible arguments.
+        ConfigError: impossible arguments. TensorBoardError: the TensorBoard did not start.
     """
     if driver_ps_nodes:
         raise ConfigError("driver_ps_nodes=True is not supported: ps nodes run on executors")
@@ -69,9 +78,18 @@ def run(sc, map_fun, tf_args, num_executors: int, num_ps: int = 0, tensorboard: 
     if input_mode == InputMode.SPARK:
         raise ConfigError("InputMode.SPARK is not available yet in this version; read data with "
                           "InputMode.TENSORFLOW")
-    if tensorboard:
-        raise ConfigError("tensorboard=True is not available yet in this version")
     handle = Run(sc, map_fun, tf_args, num_executors, num_ps=num_ps, master_node=master_node,
-                 eval_node=eval_node, log_dir=log_dir, reservation_timeout=reservation_timeout, **kwargs).start()
-    handle.wait_for_reservations(reservation_timeout)
-    return TFCluster(handle, input_mode)
+                 eval_node=eval_node, log_dir=log_dir, reservation_timeout=reservation_timeout, **kwargs)
+    board = None
+    if tensorboard:  # attached before the start, so no event byte is missed
+        from ..tensorboard import attach_tensorboard
+
+        board = attach_tensorboard(handle)
+    try:
+        handle.start()
+        handle.wait_for_reservations(reservation_timeout)
+    except BaseException:
+        if board is not None:
+            board.stop()
+        raise
+    return TFCluster(handle, input_mode, board)

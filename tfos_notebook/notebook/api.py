@@ -1,7 +1,8 @@
 """What the magics do, as plain Python functions (the magics only parse their arguments).
 
 ``train(body, options, user_ns)`` turns a cell into every node's main function and launches it;
-``status_text(runs)`` and ``stop_run(runs, which)`` back ``%tfos_status`` and ``%tfos_stop``.
+``status_text(runs)``, ``stop_run(runs, which)`` and ``show_tensorboard(runs, which)`` back
+``%tfos_status``, ``%tfos_stop`` and ``%tfos_tensorboard``.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from dataclasses import asdict, dataclass
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..runtime.ctx import NodeContext
 from ..runtime.launch import ConfigError, Run
@@ -21,6 +22,10 @@ from .frontend import OutputTarget, choose_monitor
 from .handle import TrainRun
 from .session import notebook_spark
 from .view import format_duration
+
+if TYPE_CHECKING:
+    from ..tensorboard import TensorBoardHandle
+    from .panel import TensorBoardPanel
 
 INPUT_MODES = ("tensorflow", "spark")
 
@@ -40,6 +45,7 @@ class TrainOptions:
         reservation_timeout: seconds for every node to register.
         wait: block until the run ends. local: run the cell once here, for debugging.
         monitor: ``auto``, ``widget``, ``text`` or ``none``.
+        tensorboard: start a live TensorBoard for the run, shown in the monitor.
     """
 
     workers: int = 2
@@ -56,6 +62,7 @@ class TrainOptions:
     wait: bool = False
     local: bool = False
     monitor: str = "auto"
+    tensorboard: bool = True
 
     @property
     def num_nodes(self) -> int:
@@ -67,10 +74,12 @@ class TrainOptions:
 
 
 class KernelRuns:
-    """The runs launched from this kernel, oldest first."""
+    """The runs launched from this kernel, oldest first; ``boards`` holds the TensorBoards this
+    kernel serves for log directories (by resolved path or URI)."""
 
     def __init__(self) -> None:
         self._runs: list[TrainRun] = []
+        self.boards: dict[str, TensorBoardHandle] = {}
 
     def add(self, run: TrainRun) -> None:
         self._runs.append(run)
@@ -93,11 +102,15 @@ class KernelRuns:
         if not which:
             going = [r for r in self._runs if not r.done]
             return (going or self._runs)[-1]
-        for r in reversed(self._runs):
-            if which in (r.name, r.run_id):
-                return r
-        known = ", ".join(r.name for r in self._runs)
-        raise ConfigError(f"no run named {which!r} in this kernel; runs: {known}")
+        run = self.get(which)
+        if run is None:
+            known = ", ".join(r.name for r in self._runs)
+            raise ConfigError(f"no run named {which!r} in this kernel; runs: {known}")
+        return run
+
+    def get(self, which: str) -> TrainRun | None:
+        """The newest run named ``which`` or with run id ``which``, if any."""
+        return next((r for r in reversed(self._runs) if which in (r.name, r.run_id)), None)
 
 
 def _check_options(o: TrainOptions, user_ns: Mapping[str, Any]) -> Any:
@@ -181,6 +194,10 @@ def train(body: str, options: TrainOptions, user_ns: MutableMapping[str, Any], *
               reservation_timeout=options.reservation_timeout, gpus_per_node=options.gpus, name=options.name)
     run.start()
     handle = TrainRun(run, cell, monitor, OutputTarget(shell))
+    if options.tensorboard:
+        # Once pre-flight passed. Nothing the nodes ship before it is attached is lost: attaching
+        # asks every node to send its files again from the start.
+        handle.start_tensorboard()
     if data is not None:
         handle.feed(data, options.epochs)
     if runs is not None:
@@ -217,3 +234,86 @@ def stop_run(runs: KernelRuns, which: str | None = None, say: Callable[[str], No
     run.stop()
     say(f"run {run.name} {run.state}")
     return run
+
+
+def show_tensorboard(runs: KernelRuns, which: str | None = None, *, stop: bool = False, display: str = "auto",
+                     shell: Any = None, say: Callable[[str], None] = print) -> TensorBoardPanel | None:
+    """A live TensorBoard for a run of this kernel or any log directory; what ``%tfos_tensorboard`` does.
+
+    Args:
+        runs: this kernel's runs (and the TensorBoards it serves for log directories).
+        which: a run's name or run id (default: the newest run); otherwise a log directory: a local
+            path, which TensorBoard reads as it is, or a URI (``hdfs://``, ``dbfs:/``, ``s3a://``,
+            ``file://``, fsspec URLs) mirrored to the driver (through the active SparkContext's
+            Hadoop filesystems when there is one).
+        stop: stop that TensorBoard instead (its processes end before this returns).
+        display: ``widget`` (return a panel), ``text`` (print the URL) or ``auto`` (as the monitor
+            chooses, see ``frontend.choose_monitor``).
+        shell: the IPython shell, if any. say: where notes for the user go.
+
+    A run's TensorBoard is the one its monitor shows (started if it has none); a log directory's
+    is reused until stopped. Both run until stopped or the kernel exits.
+
+    Returns:
+        A :class:`TensorBoardPanel` to display (``widget``), else None.
+
+    Raises:
+        ConfigError: ``which`` is neither a run of this kernel nor a directory or URI.
+        TensorBoardError: TensorBoard did not start. LogdirError: the URI cannot be read.
+    """
+    run = runs.find() if not which else runs.get(which)
+    label = f"run {run.name}" if run is not None else which
+    if stop:
+        stopped = run.stop_tensorboard() if run is not None else _stop_logdir_board(runs, _logdir_key(which, runs))
+        say(f"[tfos] TensorBoard of {label} stopped" if stopped else f"[tfos] no TensorBoard is running for {label}")
+        return None
+    board = run.start_tensorboard(wait=True) if run is not None else _logdir_board(runs, _logdir_key(which, runs))
+    mode = choose_monitor(display, shell)
+    if mode == "widget":
+        from .panel import TensorBoardPanel
+
+        panel = TensorBoardPanel()
+        panel.show(board.url)
+        return panel
+    if mode == "text":
+        say(f"[tfos] TensorBoard of {label} at {board.url}")
+    return None
+
+
+def _logdir_board(runs: KernelRuns, key: str) -> TensorBoardHandle:
+    """The TensorBoard this kernel serves for the log directory ``key``, started if none runs."""
+    board = runs.boards.get(key)
+    if board is not None and not board.stopped and board.info.alive():
+        return board
+    _stop_logdir_board(runs, key)
+    from pyspark import SparkContext
+
+    from ..tensorboard import serve_logdir
+
+    board = runs.boards[key] = serve_logdir(key, SparkContext._active_spark_context)
+    return board
+
+
+def _stop_logdir_board(runs: KernelRuns, key: str) -> bool:
+    """Stop the TensorBoard this kernel serves for ``key``; False when none was running."""
+    board = runs.boards.pop(key, None)
+    if board is None:
+        return False
+    running = not board.stopped and board.info.alive()
+    board.stop()
+    return running
+
+
+def _logdir_key(logdir: str, runs: KernelRuns) -> str:
+    """The resolved local directory, or the URI, that ``logdir`` names."""
+    from ..tensorboard.sources import is_uri
+
+    if is_uri(logdir):
+        trimmed = logdir.rstrip("/")
+        return logdir if trimmed.endswith(":") else trimmed  # a filesystem's root keeps its slashes
+    path = os.path.realpath(os.path.expanduser(logdir))
+    if not os.path.isdir(path):
+        known = ", ".join(r.name for r in runs) or "none yet"
+        raise ConfigError(f"{logdir!r} is neither a run of this kernel (runs: {known}) nor a directory: give a "
+                          "run's name or id, a log directory, or a URI such as hdfs://... or dbfs:/...")
+    return path

@@ -7,9 +7,12 @@ the cell's lines, and output that follows the cell that waits.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
-from typing import Any
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any
 
 from ..runtime.errors import TFOSError
 from ..runtime.events import EventStream, LaunchSubmitted, Log, RunFinished
@@ -19,6 +22,11 @@ from .frontend import OutputTarget
 from .monitor import Monitor
 from .pump import EventPump
 from .text import TextMonitor
+
+if TYPE_CHECKING:
+    from ..tensorboard import TensorBoardHandle
+
+log = logging.getLogger(__name__)
 
 
 class TrainRun:
@@ -31,7 +39,9 @@ class TrainRun:
         target: the cell the monitor writes to (the launching one).
 
     Offers ``wait()``, ``stop()``, ``state``, ``result``, ``results``, ``error``, ``events`` and
-    ``logs()``; ``monitor`` is the :class:`Monitor` or :class:`TextMonitor` (None with ``none``).
+    ``logs()``; ``monitor`` is the :class:`Monitor` or :class:`TextMonitor` (None with ``none``);
+    ``start_tensorboard()``, ``tensorboard``, ``tensorboard_url`` and ``stop_tensorboard()`` for
+    the run's live TensorBoard.
     """
 
     def __init__(self, run: Run, cell: CellFunction, monitor: str = "widget",
@@ -40,6 +50,8 @@ class TrainRun:
         self.target = target or OutputTarget()
         self.feed_error: BaseException | None = None
         self._feed_thread: threading.Thread | None = None
+        self._tensorboard: Future | None = None  # of the TensorBoardHandle, while starting and after
+        self._tensorboard_lock = threading.Lock()
         self.monitor: Monitor | TextMonitor | None = None
         if monitor == "widget":
             self.monitor = Monitor(run.name, run.run_id, on_stop=self.stop)
@@ -142,12 +154,92 @@ class TrainRun:
                 self.feed_error = e
                 self.run.stop()
 
-    # -- TensorBoard and display -----------------------------------------------------------------
+    # -- TensorBoard -----------------------------------------------------------------------------
+    def start_tensorboard(self, wait: bool = False) -> TensorBoardHandle | None:
+        """Start a live TensorBoard for this run, unless one is running or starting, and show it in
+        the monitor once it answers.
+
+        Starting takes seconds, so it happens on a thread of its own; the TensorBoard mirrors the
+        nodes' event files (see ``tfos_notebook.tensorboard.attach_tensorboard``) and stays up
+        after the run ends, so the panel keeps working, until :meth:`stop_tensorboard` or the
+        kernel exits.
+
+        Args:
+            wait: block until it answers and return it (else return it only if it already does).
+
+        Raises (with ``wait``): TensorBoardError (it did not start), LogdirError (the run's log
+        directory cannot be read from here), ProxyPortError.
+        """
+        with self._tensorboard_lock:
+            starting = self._tensorboard
+            if starting is None or (starting.done() and _board(starting) is None):
+                if starting is not None and starting.exception() is None:
+                    starting.result().stop()  # its process died: let go of its mirror feed
+                starting = self._tensorboard = Future()
+                threading.Thread(target=self._start_tensorboard, args=(starting,), daemon=True,
+                                 name=f"tfos-tensorboard-{self.run_id}").start()
+        return starting.result() if wait else self.tensorboard
+
+    def _start_tensorboard(self, starting: Future) -> None:
+        from ..tensorboard import attach_tensorboard
+
+        try:
+            board = attach_tensorboard(self.run, keep_after_run=None)
+        except Exception as e:  # shown in the panel's place; start_tensorboard(wait=True) raises it
+            note = f"TensorBoard did not start: {str(e).splitlines()[0]}"
+            self._to_monitor(lambda monitor: monitor.tensorboard_note(note, error=True))
+            starting.set_exception(e)
+            return
+        try:
+            self._to_monitor(lambda monitor: monitor.show_tensorboard(board.url))
+        finally:  # after the monitor shows it: who waits for it finds it shown
+            starting.set_result(board)
+
+    @property
+    def tensorboard(self) -> TensorBoardHandle | None:
+        """This run's running TensorBoard (see ``tfos_notebook.tensorboard.TensorBoardHandle``:
+        ``url``, ``port``, ``stop()``, ``add_source()``); None when it was not started, is still
+        starting, did not start, or was stopped."""
+        starting = self._tensorboard
+        return _board(starting) if starting is not None and starting.done() else None
+
+    @property
+    def tensorboard_url(self) -> str | None:
+        """Where a browser opens this run's TensorBoard (None without a running one)."""
+        board = self.tensorboard
+        return board.url if board is not None else None
+
+    def stop_tensorboard(self) -> bool:
+        """Stop this run's TensorBoard (once it answers, if it is starting); False when none was
+        running."""
+        with self._tensorboard_lock:
+            starting, self._tensorboard = self._tensorboard, None
+        if starting is None or starting.exception() is not None:
+            return False
+        board = starting.result()
+        running = _board(starting) is not None
+        board.stop()
+        if running:
+            note = f"TensorBoard stopped; %tfos_tensorboard {self.name} starts it again"
+            self._to_monitor(lambda monitor: monitor.tensorboard_note(note))
+        return running
+
+    def _to_monitor(self, show: Callable[[Monitor | TextMonitor], None]) -> None:
+        """``show(monitor)`` from a background thread, writing to the launching cell."""
+        if self.monitor is None:
+            return
+        try:
+            with self.target.active():
+                show(self.monitor)
+        except Exception:  # a broken view must not break the TensorBoard
+            log.exception("the monitor could not show the TensorBoard")
+
     def show_tensorboard(self, url: str, height: int = 600) -> None:
         """Show TensorBoard at ``url`` in the monitor."""
         if self.monitor is not None:
             self.monitor.show_tensorboard(url, height)
 
+    # -- display ---------------------------------------------------------------------------------
     def summary(self) -> str:
         nodes = ", ".join(f"{n} {s}" for n, s in self.run.node_states().items())
         return f"run {self.name} ({self.run_id}): {self.state}; {nodes}"
@@ -159,3 +251,11 @@ class TrainRun:
         if isinstance(self.monitor, Monitor):
             return self.monitor._repr_mimebundle_(**kwargs)
         return {"text/plain": self.summary()}
+
+
+def _board(starting: Future) -> TensorBoardHandle | None:
+    """The TensorBoard a finished start gave, while it runs (None: it failed, was stopped, or died)."""
+    if starting.exception() is not None:
+        return None
+    board = starting.result()
+    return None if board.stopped or not board.info.alive() else board

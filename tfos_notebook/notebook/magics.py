@@ -1,4 +1,5 @@
-"""``%%tfos_train``, ``%tfos_status`` and ``%tfos_stop``: argument parsers over :mod:`.api`.
+"""``%%tfos_train``, ``%tfos_status``, ``%tfos_stop`` and ``%tfos_tensorboard``: argument parsers
+over :mod:`.api`.
 
 Loaded with ``%load_ext tfos_notebook``. Errors a user can meet are shown as one message, without
 the magic's own traceback.
@@ -50,6 +51,9 @@ class TFOSMagics(Magics):
     @argument("--monitor", choices=("auto", "widget", "text", "none"), default="auto",
               help="the live monitor: a widget, text lines, or nothing (auto: widget where a widget frontend "
                    "runs the cell, else text; env TFOS_MONITOR overrides auto)")
+    @argument("--no-tensorboard", dest="tensorboard", action="store_false",
+              help="start no TensorBoard for the run (by default one starts with it, shown in the monitor, "
+                   "and stays up until %%tfos_tensorboard RUN --stop or the kernel exits)")
     @cell_magic
     def tfos_train(self, line: str, cell: str) -> Any:
         """Run the cell as the main function of every node of a TensorFlow cluster on Spark.
@@ -59,7 +63,7 @@ class TFOSMagics(Magics):
         (the chief's is the run's result). Names the cell uses from the notebook (functions,
         classes, small objects) are shipped with it. The magic returns at once with a run handle
         (``_``, and the variable ``--name``): ``wait()``, ``stop()``, ``state``, ``result``,
-        ``events``, ``logs()``.
+        ``events``, ``logs()``, ``tensorboard_url``.
         """
         options = api.TrainOptions(**vars(parse_argstring(self.tfos_train, line)))
         # prompt_count is this cell's In[n] whichever IPython version numbers it (9 counts before running)
@@ -82,6 +86,23 @@ class TFOSMagics(Magics):
         which = parse_argstring(self.tfos_stop, line).run
         try:
             api.stop_run(self.runs, which)
+        except TFOSError as e:
+            raise _concise(e) from None
+
+    @magic_arguments()
+    @argument("target", nargs="?", metavar="RUN|LOGDIR",
+              help="a run of this kernel (name or run id; default: the newest run), or a log directory: a local "
+                   "path or a URI (hdfs://, dbfs:/, s3a://, file://...)")
+    @argument("--stop", action="store_true", help="stop that TensorBoard")
+    @argument("--display", choices=("auto", "widget", "text"), default="auto",
+              help="a panel widget or the URL as text (auto: as the monitor chooses)")
+    @line_magic
+    def tfos_tensorboard(self, line: str = "") -> Any:
+        """Show a live TensorBoard for a run of this kernel (starting one if it has none) or for any log
+        directory; ``--stop`` stops it. It runs until stopped or the kernel exits."""
+        a = parse_argstring(self.tfos_tensorboard, line)
+        try:
+            return api.show_tensorboard(self.runs, a.target, stop=a.stop, display=a.display, shell=self.shell)
         except TFOSError as e:
             raise _concise(e) from None
 

@@ -1,7 +1,7 @@
 """The live monitor of a run, built from core ipywidgets only.
 
 Databricks renders core widgets but often not third-party ones, so everything here is an HTML,
-IntProgress, Button or ToggleButton inside boxes. The monitor knows nothing of the runtime beyond
+IntProgress, Button or ToggleButton inside boxes (the TensorBoard panel likewise). The monitor knows nothing of the runtime beyond
 its events: ``update(batch)`` folds them into a :class:`RunView` and pushes only what changed, each
 widget's changes in one message (``hold_sync``). The Stop button calls back whoever made it.
 """
@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..runtime.events import Event
+from .panel import DEFAULT_HEIGHT, TensorBoardPanel
 from .view import RunView, TaskRow, format_duration
 
 STATE_COLOURS = {
@@ -92,8 +93,8 @@ class Monitor:
         visible_logs: newest log lines shown in the log area.
 
     ``widget`` is the root box to display; ``header``, ``progress``, ``tasks``, ``logs``,
-    ``findings``, ``stop_button`` and the TensorBoard ``tensorboard_toggle`` /
-    ``tensorboard_frame`` are its parts.
+    ``findings``, ``stop_button`` and ``tensorboard_panel`` (a :class:`TensorBoardPanel` whose
+    toggle sits in the header and whose frame is at the bottom) are its parts.
     """
 
     def __init__(self, name: str, run_id: str, on_stop: Callable[[], Any],
@@ -107,21 +108,18 @@ class Monitor:
         self.stop_button = w.Button(description="Stop", icon="stop", button_style="danger",
                                     tooltip="Stop the run: cancel its Spark job and kill its node processes",
                                     layout=w.Layout(width="auto"))
-        self.tensorboard_toggle = w.ToggleButton(description="Hide TensorBoard", value=True, icon="line-chart",
-                                                 layout=w.Layout(width="auto", display="none"))
+        self.tensorboard_panel = TensorBoardPanel()
         self.progress = w.IntProgress(value=0, min=0, max=1, description="reserved", bar_style="info")
         self.progress_label = w.Label("0/0")
         self.findings = w.HTML()
         self.tasks = w.HTML()
         self.logs = w.HTML()
-        self.tensorboard_frame = w.HTML(layout=w.Layout(display="none"))
         self.widget = w.VBox([
-            w.HBox([self.header, self.tensorboard_toggle, self.stop_button]),
+            w.HBox([self.header, self.tensorboard_panel.toggle, self.stop_button]),
             w.HBox([self.progress, self.progress_label]),
-            self.findings, self.tasks, self.logs, self.tensorboard_frame,
+            self.findings, self.tasks, self.logs, self.tensorboard_panel.frame,
         ])
         self.stop_button.on_click(self._stop_clicked)
-        self.tensorboard_toggle.observe(self._toggle_tensorboard, names="value")
         self.update([])
 
     # -- updates from the pump -----------------------------------------------------------------
@@ -172,19 +170,13 @@ class Monitor:
                 self._sync(None)
 
     # -- TensorBoard ---------------------------------------------------------------------------
-    def show_tensorboard(self, url: str, height: int = 600) -> None:
+    def show_tensorboard(self, url: str, height: int = DEFAULT_HEIGHT) -> None:
         """Show TensorBoard at ``url`` in an iframe below the run, with a show/hide toggle."""
-        src = html.escape(url, quote=True)
-        self.tensorboard_frame.value = (f'<iframe src="{src}" title="TensorBoard" '
-                                        f'style="width:100%;height:{int(height)}px;border:0"></iframe>')
-        self.tensorboard_toggle.layout.display = ""
-        self.tensorboard_toggle.value = True
-        self.tensorboard_frame.layout.display = ""
+        self.tensorboard_panel.show(url, height)
 
-    def _toggle_tensorboard(self, change: dict) -> None:
-        shown = bool(change["new"])
-        self.tensorboard_frame.layout.display = "" if shown else "none"
-        self.tensorboard_toggle.description = "Hide TensorBoard" if shown else "Show TensorBoard"
+    def tensorboard_note(self, text: str, error: bool = False) -> None:
+        """Say in the TensorBoard panel's place that it stopped or could not start."""
+        self.tensorboard_panel.note(text, error)
 
     # -- display -------------------------------------------------------------------------------
     def summary(self) -> str:

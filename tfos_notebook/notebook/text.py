@@ -104,3 +104,7 @@ class TextMonitor:
     def show_tensorboard(self, url: str, height: int = 600) -> None:
         """Print where TensorBoard is (text has no room for the panel)."""
         self._say(f"TensorBoard at {url}")
+
+    def tensorboard_note(self, text: str, error: bool = False) -> None:
+        """Print that TensorBoard stopped or could not start."""
+        self._say(text)

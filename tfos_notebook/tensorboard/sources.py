@@ -147,6 +147,12 @@ class FsspecSource(_ListingSource):
         return f"FsspecSource({self.url!r})"
 
 
+def is_uri(logdir: str) -> bool:
+    """Whether ``logdir`` names a filesystem by scheme (``hdfs://``, ``dbfs:/``, ``s3a://``...)
+    rather than a local path."""
+    return "://" in logdir or logdir.startswith("dbfs:")
+
+
 def open_source(logdir: str, sc=None, backend: str = "auto"):
     """The source that reads ``logdir`` from the driver.
 
@@ -162,7 +168,7 @@ def open_source(logdir: str, sc=None, backend: str = "auto"):
     """
     if backend not in ("auto", "local", "hadoop", "fsspec"):
         raise LogdirError(f"backend must be 'auto', 'local', 'hadoop' or 'fsspec', got {backend!r}")
-    has_scheme = "://" in logdir or logdir.startswith("dbfs:")
+    has_scheme = is_uri(logdir)
     if backend == "local" or (backend == "auto" and not has_scheme):
         if has_scheme:
             raise LogdirError(f"{logdir!r} is a URI, not a local path: use backend='hadoop' or 'fsspec'")
