@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from ..runtime.diagnose import Finding
 from ..runtime.orphans import Leftover, scan_cluster
-from .api import KernelRuns
+
+if TYPE_CHECKING:
+    from .api import KernelRuns
 
 
 def format_findings(findings: Iterable[Finding]) -> str:
@@ -33,8 +36,12 @@ def diagnose_text(runs: KernelRuns, which: str | None = None) -> str:
 def cleanup_text(sc, runs: KernelRuns, kill: bool = False, timeout: float = 60.0) -> str:
     """Leftover processes of earlier runs (and foreign GPU holders) on every executor host;
     ``kill`` terminates the leftovers. Runs of this kernel that are still going are left alone."""
-    active = {r.run_id for r in runs if not r.done}
-    found = scan_cluster(sc, exclude_runs=active, kill=kill, timeout=timeout)
+    return cleanup_report(sc, {r.run_id for r in runs if not r.done}, kill, timeout)
+
+
+def cleanup_report(sc, exclude_runs: set[str], kill: bool = False, timeout: float = 60.0) -> str:
+    """Scan (and with ``kill``, clean) every executor host; one line per process found."""
+    found = scan_cluster(sc, exclude_runs=exclude_runs, kill=kill, timeout=timeout)
     if not found:
         return "no leftover processes on the executors"
     return "\n".join(_leftover_line(x) for x in found)

@@ -54,11 +54,17 @@ class TrainRun:
         self._tensorboard_lock = threading.Lock()
         self.monitor: Monitor | TextMonitor | None = None
         if monitor == "widget":
-            self.monitor = Monitor(run.name, run.run_id, on_stop=self.stop)
+            self.monitor = Monitor(run.name, run.run_id, on_stop=self.stop, on_cleanup=self.kill_leftovers)
         elif monitor == "text":
             self.monitor = TextMonitor(run.name, run.run_id, result=lambda: run.result)
         self._pump = (EventPump(run.events, self.monitor.update, self.target, name=f"tfos-monitor-{run.run_id}")
                       if self.monitor is not None else None)
+
+    def kill_leftovers(self) -> str:
+        """Kill processes of earlier runs on the executors (this run's are left alone); a report."""
+        from .diagnostics import cleanup_report
+
+        return cleanup_report(self.run.sc, exclude_runs={self.run_id}, kill=True)
 
     # -- the run ---------------------------------------------------------------------------------
     @property

@@ -1,5 +1,5 @@
-"""``%%tfos_train``, ``%tfos_status``, ``%tfos_stop`` and ``%tfos_tensorboard``: argument parsers
-over :mod:`.api`.
+"""``%%tfos_train``, ``%tfos_status``, ``%tfos_stop``, ``%tfos_tensorboard``, ``%tfos_diagnose`` and
+``%tfos_cleanup``: argument parsers over :mod:`.api` and :mod:`.diagnostics`.
 
 Loaded with ``%load_ext tfos_notebook``. Errors a user can meet are shown as one message, without
 the magic's own traceback.
@@ -14,7 +14,7 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from ..runtime.errors import TFOSError
-from . import api
+from . import api, diagnostics
 
 
 def _concise(error: TFOSError) -> TFOSError:
@@ -105,6 +105,33 @@ class TFOSMagics(Magics):
             return api.show_tensorboard(self.runs, a.target, stop=a.stop, display=a.display, shell=self.shell)
         except TFOSError as e:
             raise _concise(e) from None
+
+
+    @magic_arguments()
+    @argument("run", nargs="?", help="name or run id (default: the newest run still going)")
+    @line_magic
+    def tfos_diagnose(self, line: str = "") -> None:
+        """Why a run is stuck or failed: its findings so far and a fresh diagnosis of the cluster."""
+        which = parse_argstring(self.tfos_diagnose, line).run
+        try:
+            print(diagnostics.diagnose_text(self.runs, which))
+        except TFOSError as e:
+            raise _concise(e) from None
+
+    @magic_arguments()
+    @argument("--kill", action="store_true", help="kill the leftovers (foreign GPU holders are only reported)")
+    @line_magic
+    def tfos_cleanup(self, line: str = "") -> None:
+        """List processes of earlier runs still alive on the executors (and foreign GPU holders);
+        ``--kill`` kills the leftovers. Runs of this kernel still going are left alone."""
+        from pyspark import SparkContext
+
+        kill = parse_argstring(self.tfos_cleanup, line).kill
+        sc = SparkContext._active_spark_context
+        if sc is None:
+            raise _concise(api.ConfigError("no active SparkContext: create the SparkSession of the cluster "
+                                           "to clean first"))
+        print(diagnostics.cleanup_text(sc, self.runs, kill=kill))
 
 
 def load_ipython_extension(ipython: Any) -> None:

@@ -98,11 +98,17 @@ class Monitor:
     """
 
     def __init__(self, name: str, run_id: str, on_stop: Callable[[], Any],
-                 visible_logs: int = VISIBLE_LOG_LINES) -> None:
+                 visible_logs: int = VISIBLE_LOG_LINES, on_cleanup: Callable[[], str] | None = None) -> None:
         import ipywidgets as w
 
         self.view = RunView(name, run_id, max_logs=visible_logs)
         self._on_stop = on_stop
+        self._on_cleanup = on_cleanup
+        self.cleanup_button = w.Button(description="Kill leftovers", icon="trash", button_style="warning",
+                                       tooltip="Kill the processes of earlier runs still alive on the executors",
+                                       layout=w.Layout(width="auto", display="none"))
+        self.cleanup_result = w.HTML()
+        self.cleanup_button.on_click(self._cleanup_clicked)
         self._lock = threading.RLock()
         self.header = w.HTML(layout=w.Layout(flex="1 1 auto"))
         self.stop_button = w.Button(description="Stop", icon="stop", button_style="danger",
@@ -117,7 +123,7 @@ class Monitor:
         self.widget = w.VBox([
             w.HBox([self.header, self.tensorboard_panel.toggle, self.stop_button]),
             w.HBox([self.progress, self.progress_label]),
-            self.findings, self.tasks, self.logs, self.tensorboard_panel.frame,
+            self.findings, w.HBox([self.cleanup_button, self.cleanup_result]), self.tasks, self.logs, self.tensorboard_panel.frame,
         ])
         self.stop_button.on_click(self._stop_clicked)
         self.update([])
@@ -140,6 +146,9 @@ class Monitor:
                                        "success" if v.requested and v.registered == v.requested else "info")
         self.progress_label.value = f"{v.registered}/{v.requested}"
         self.findings.value = findings_html(v)
+        leftovers = self._on_cleanup is not None and any(
+            getattr(f, "code", "") == "orphan_processes" for f in v.findings)
+        self.cleanup_button.layout.display = "" if leftovers else "none"
         self.tasks.value = tasks_html(v)
         self.logs.value = logs_html(v)
         if v.finished:
@@ -168,6 +177,19 @@ class Monitor:
             with self._lock:
                 self.view.logs.append(f"[tfos] stop failed: {e}")
                 self._sync(None)
+
+    def _cleanup_clicked(self, _button: Any = None) -> None:
+        self.cleanup_button.disabled = True
+        self.cleanup_result.value = "killing leftovers…"
+        threading.Thread(target=self._cleanup, daemon=True, name="tfos-cleanup").start()
+
+    def _cleanup(self) -> None:
+        try:
+            text = self._on_cleanup()
+        except Exception as e:
+            text = f"cleanup failed: {e}"
+        self.cleanup_result.value = f"<pre style='margin:0;font-size:0.85em'>{html.escape(text)}</pre>"
+        self.cleanup_button.disabled = False
 
     # -- TensorBoard ---------------------------------------------------------------------------
     def show_tensorboard(self, url: str, height: int = DEFAULT_HEIGHT) -> None:

@@ -68,19 +68,29 @@ def _live_runs() -> set[str]:
     return live
 
 
-def _kill(pid: int, grace: float = 3.0) -> bool:
+def _gone(proc: psutil.Process) -> bool:
+    """Exited (a zombie waiting for its parent to reap it holds no GPU, port or memory)."""
     try:
-        proc = psutil.Process(pid)
-        proc.terminate()
-        try:
-            proc.wait(grace)
-        except psutil.TimeoutExpired:
-            proc.kill()
-            proc.wait(grace)
-        return True
+        return proc.status() == psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return True
-    except (psutil.AccessDenied, psutil.TimeoutExpired):
+
+
+def _kill(pid: int, grace: float = 3.0) -> bool:
+    """SIGTERM, then SIGKILL after ``grace`` seconds; whether the process is gone."""
+    try:
+        proc = psutil.Process(pid)
+        for send in (proc.terminate, proc.kill):
+            send()
+            deadline = time.monotonic() + grace
+            while time.monotonic() < deadline:
+                if _gone(proc):
+                    return True
+                time.sleep(0.05)
+        return _gone(proc)
+    except psutil.NoSuchProcess:
+        return True
+    except psutil.AccessDenied:
         return False
 
 
