@@ -26,7 +26,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from . import channel
-from .ctx import NodeContext, tf_config
+from .ctx import FOREGROUND_ROLES, NodeContext, tf_config
 
 PID_DIR_NAME = "tfos_notebook-pids"
 MAX_RESULT_BYTES = 32 << 20
@@ -52,6 +52,7 @@ class NodePlan:
     legacy_keras: bool | None = None
     attempt: int = 0
     stop_grace_secs: float = 5.0
+    feed_buffer_bytes: int = 0  # > 0: InputMode.SPARK, chief and workers serve a data feed this big
 
     def __call__(self, iterator):  # the barrier mapPartitions function
         from pyspark import BarrierTaskContext
@@ -153,7 +154,7 @@ def _pump_status(stream, fwd: _Forwarder) -> None:
             msg = json.loads(raw)
         except ValueError:
             continue
-        if isinstance(msg, dict) and msg.get("type") == "step":
+        if isinstance(msg, dict) and msg.get("type") in ("step", "feed"):
             fwd.put(("step", msg))
     stream.close()
 
@@ -200,8 +201,13 @@ def run_node(plan: NodePlan, task: int, gpus: list[str]) -> dict:
                       defaultFS=plan.default_fs, working_dir=plan.working_dir, host=host,
                       spark_executor_id=spark_executor_id(), gpus=gpus, model_dir=plan.model_dir,
                       log_dir=plan.log_dir, attempt=plan.attempt)
+    feed = None
+    if plan.feed_buffer_bytes and role in FOREGROUND_ROLES:
+        from .feed_server import FeedServer
+
+        feed = FeedServer(plan.secret, host, plan.feed_buffer_bytes)
     with open(payload, "wb") as f:
-        cloudpickle.dump({"main_fun": plan.main_fun, "args": plan.args, "ctx": ctx}, f)
+        cloudpickle.dump({"main_fun": plan.main_fun, "args": plan.args, "ctx": ctx, "feed": feed}, f)
     status_r, status_w = os.pipe()
     reservation.close()  # release the port just before TensorFlow binds it
     proc = subprocess.Popen(
