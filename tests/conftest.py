@@ -48,8 +48,14 @@ _slot = _SparkSlot()
 
 
 def pytest_collection_modifyitems(config, items):
-    # local tests first, then the standalone cluster ones: one context switch per session.
-    items.sort(key=lambda item: 1 if "standalone" in getattr(item, "fixturenames", ()) else 0)
+    # local tests first, then the ones on standalone clusters (fixtures named *standalone): few context switches.
+    items.sort(key=lambda item: 1 if any(n.endswith("standalone") for n in getattr(item, "fixturenames", ())) else 0)
+
+
+@pytest.fixture(scope="session")
+def spark_slot() -> _SparkSlot:
+    """The process's one SparkContext slot, for fixtures of other clusters: ``spark_slot.get(kind, conf)``."""
+    return _slot
 
 
 @pytest.fixture(scope="session")
