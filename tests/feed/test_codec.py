@@ -9,11 +9,11 @@ from pyspark.sql import Row
 
 from tfos_notebook.runtime.errors import FeedError
 from tfos_notebook.runtime.feed_codec import (
+    batch_bytes,
     batch_to_rows,
     batches_of_rows,
     column_to_numpy,
     read_stream,
-    batch_bytes,
     results_to_batch,
     row_kind,
     rows_to_batch,
@@ -39,6 +39,13 @@ def test_numpy_rows_become_nested_lists_and_then_dimensions():
     arr = column_to_numpy(batch.column(0), "_1")
     assert arr.shape == (5, 3, 4) and arr.dtype == np.float32
     assert (arr[4] == 4).all()
+
+
+def test_numpy_values_of_an_rdd_come_back_to_datafeed_as_numpy_arrays():
+    rows = [(np.arange(4, dtype=np.float32) + i, i) for i in range(3)]
+    back = batch_to_rows(rows_to_batch(rows, schema_for_sample(rows[0])))
+    assert isinstance(back[2][0], np.ndarray) and back[2][0].dtype == np.float32
+    assert back[2][0].tolist() == [2.0, 3.0, 4.0, 5.0] and back[2][1] == 2
 
 
 def test_a_row_whose_type_differs_from_the_first_is_refused_with_the_column_named():

@@ -184,7 +184,7 @@ class DataFeed:
 
     def batch_results(self, results: Any) -> None:
         """Send one result per row of the batches read (in order) back to ``inference``."""
-        self.feed.send_results(results_to_batch(results, len(results)))
+        self.feed.send_results(results_to_batch(results))
 
     def terminate(self) -> None:
         """Stop feeding early: buffered rows are dropped, the remaining feeding tasks skip their

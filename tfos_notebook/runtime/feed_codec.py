@@ -21,6 +21,7 @@ import pyarrow as pa
 from .errors import FeedError
 
 KIND_KEY = b"tfos.kind"
+NDARRAY_KEY = b"tfos.ndarray"  # field metadata: the RDD held numpy arrays here, DataFeed gives them back
 KINDS = ("row", "tuple", "dict", "value")
 PREDICTION = "prediction"
 
@@ -74,7 +75,9 @@ def schema_for_sample(row: Any) -> pa.Schema:
         kind, names, values = "dict", [str(k) for k in row], list(row.values())
     else:
         kind, names, values = "value", ["value"], [row]
-    fields = [pa.field(n, _arrow_type(v, f"column {n!r}")) for n, v in zip(names, values, strict=True)]
+    fields = [pa.field(n, _arrow_type(v, f"column {n!r}"),
+                       metadata={NDARRAY_KEY: b"1"} if isinstance(v, np.ndarray) and v.ndim else None)
+              for n, v in zip(names, values, strict=True)]
     return pa.schema(fields, metadata={KIND_KEY: kind.encode()})
 
 
@@ -187,12 +190,22 @@ def column_to_numpy(col: pa.Array, name: str) -> np.ndarray:
     return values.reshape(shape)
 
 
+def _python_column(col: pa.Array, field: pa.Field) -> list:
+    if (field.metadata or {}).get(NDARRAY_KEY):
+        try:
+            return list(column_to_numpy(col, field.name))
+        except FeedError:  # ragged: one array per row
+            return [np.asarray(v) for v in col.to_pylist()]
+    return col.to_pylist()
+
+
 def batch_to_rows(batch: pa.RecordBatch) -> list:
-    """The rows of ``batch`` as Python objects of its row kind (pyspark Rows for DataFrames)."""
+    """The rows of ``batch`` as Python objects of its row kind (pyspark Rows for DataFrames);
+    values an RDD held as numpy arrays come back as numpy arrays."""
     kind = row_kind(batch.schema)
+    columns = [_python_column(c, f) for c, f in zip(batch.columns, batch.schema, strict=True)]
     if kind == "dict":
-        return batch.to_pylist()
-    columns = [c.to_pylist() for c in batch.columns]
+        return [dict(zip(batch.schema.names, values, strict=True)) for values in zip(*columns, strict=True)]
     if kind == "value":
         return columns[0]
     if kind == "tuple":
@@ -208,9 +221,10 @@ def _as_numpy(value: Any) -> Any:
     return value.numpy() if hasattr(value, "numpy") and not isinstance(value, np.ndarray) else value
 
 
-def results_to_batch(results: Any, rows: int) -> pa.RecordBatch:
-    """Predictions for ``rows`` input rows as a record batch: a dict gives one column per key, a
-    record batch is taken as is, anything else (array, tensor, list) one column ``prediction``."""
+def results_to_batch(results: Any, rows: int | None = None) -> pa.RecordBatch:
+    """Predictions (for ``rows`` input rows, when given) as a record batch: a dict gives one column
+    per key, a record batch is taken as is, anything else (array, tensor, list) one column
+    ``prediction``."""
     results = _as_numpy(results)
     if isinstance(results, pa.RecordBatch):
         batch = results
@@ -235,7 +249,7 @@ def results_to_batch(results: Any, rows: int) -> pa.RecordBatch:
             arrays.append(arr)
             names.append(str(name))
         batch = pa.RecordBatch.from_arrays(arrays, names=names)
-    if batch.num_rows != rows:
+    if rows is not None and batch.num_rows != rows:
         raise FeedError(f"got {batch.num_rows} results for a batch of {rows} rows: return exactly one result "
                         "per input row, in order")
     return batch

@@ -165,11 +165,6 @@ class FeedQueue:
                     return pieces, "end"
             return pieces, "full"
 
-    def wait_for_data(self, timeout: float | None = None) -> bool:
-        """Block until the buffer holds something (or feeding was terminated)."""
-        with self._cond:
-            return self._cond.wait_for(lambda: self._items or self.terminated, timeout)
-
     # -- views -------------------------------------------------------------------------------------
     @property
     def buffered_bytes(self) -> int:

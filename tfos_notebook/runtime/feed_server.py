@@ -266,7 +266,3 @@ class FeedServer:
             except OSError:
                 pass
         self._emit(self._progress())
-
-    @property
-    def terminated(self) -> bool:
-        return self.queue is not None and self.queue.terminated

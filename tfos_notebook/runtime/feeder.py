@@ -37,8 +37,9 @@ ENDED_STATES = ("finished", "stopped", "failed")
 @dataclass(frozen=True)
 class FeedSummary:
     """What ``train`` fed: ``epochs`` completed, ``rows`` delivered in all (each row once per
-    epoch), ``rows_per_node`` by ``role:index``, and ``stopped_early`` when the nodes called
-    ``terminate()`` or returned before the data ran out."""
+    epoch), ``rows_per_node`` by ``role:index``, and ``stopped_early`` when some node called
+    ``terminate()`` or returned before all its data was fed (feeding goes on for the others until
+    every node has stopped)."""
 
     epochs: int
     rows: int
@@ -151,10 +152,18 @@ class Feeder:
             try:
                 tell(address, self.run._secret, msg)
             except CONNECTION_ERRORS as e:
-                if nd.state not in ENDED_STATES:
+                if not self._ends_soon(nd):
                     self._raise_if_run_ended()
                     raise FeedError(f"cannot reach the data feed of {nd.name} at {address[0]}:{address[1]}: "
                                     f"{e}") from e
+
+    def _ends_soon(self, nd, within: float = 10.0) -> bool:
+        """Whether ``nd`` has ended or does within ``within`` seconds: a node whose function just
+        returned closes its feed a moment before the driver hears of the result."""
+        deadline = time.monotonic() + within
+        while nd.state not in ENDED_STATES and time.monotonic() < deadline and self.run.error is None:
+            time.sleep(0.1)
+        return nd.state in ENDED_STATES
 
     # -- train -----------------------------------------------------------------------------------------
     def train(self, data: Any, num_epochs: int = 1, feed_timeout: float = 600.0,
@@ -172,20 +181,22 @@ class Feeder:
             self._passes += 1
             seq = self._passes
         self._broadcast(addresses, {"t": "sample", "pass": str(seq), "data": source.sample_bytes()})
-        started, total, epochs, early = time.monotonic(), 0, 0, False
+        started, total, epochs, partial = time.monotonic(), 0, 0, False
         per_node = {nd.name: 0 for nd in self.trainers()}
         for epoch in range(num_epochs):
             t0 = time.monotonic()
             pass_id = f"{seq}.{epoch}"
-            records, early = self._feed_pass(data, source, addresses, pass_id, feed_timeout,
-                                             f"epoch {epoch + 1}/{num_epochs}")
+            records, cancelled = self._feed_pass(data, source, addresses, pass_id, feed_timeout,
+                                                 f"epoch {epoch + 1}/{num_epochs}")
             rows = 0
             for rec in records:
                 name = self.trainers()[rec["node"]].name
                 per_node[name] += rec["rows"] + rec["skipped"]
                 rows += rec["rows"] + rec["skipped"]
+                partial = partial or rec["status"] in ("terminated", "unreachable")
             total += rows
-            if early:
+            if cancelled or self._all_stopped():  # every node terminated or returned: nobody wants more
+                partial = True
                 break
             self._broadcast(addresses, {"t": "epoch_end", "pass": pass_id})
             epochs += 1
@@ -193,7 +204,7 @@ class Feeder:
                                              seconds=time.monotonic() - t0))
         if end_feed:
             self.end_feed(feed_timeout)
-        return FeedSummary(epochs, total, time.monotonic() - started, early, per_node)
+        return FeedSummary(epochs, total, time.monotonic() - started, partial, per_node)
 
     def _feed_pass(self, data, source: _Data, addresses, pass_id: str, feed_timeout: float,
                    what: str) -> tuple[list[dict], bool]:
@@ -206,9 +217,9 @@ class Feeder:
         else:
             def job():
                 return data.mapPartitionsWithIndex(task.rdd_partition).collect()
-        records, early = self._watch(job, feed_timeout, what)
+        records, cancelled = self._watch(job, feed_timeout, what)
         self._check_records(records, feed_timeout)
-        return records, early or any(r["status"] in ("terminated", "unreachable") for r in records)
+        return records, cancelled
 
     def _watch(self, job, feed_timeout: float, what: str) -> tuple[list[dict], bool]:
         """Run ``job`` in the run's feed job group, watching the nodes; returns its records and
