@@ -67,12 +67,19 @@ def _ship_test_module_by_value(request):
 
 
 def pytest_collection_modifyitems(config, items):
-    # local tests first, then the standalone cluster ones: one context switch per session.
+    # local tests first, then local[4], then the ones on standalone clusters (fixtures named
+    # *standalone): few context switches.
     def order(item) -> int:
         names = getattr(item, "fixturenames", ())
-        return 2 if "standalone" in names else 1 if "local_spark4" in names else 0
+        return 2 if any(n.endswith("standalone") for n in names) else 1 if "local_spark4" in names else 0
 
     items.sort(key=order)
+
+
+@pytest.fixture(scope="session")
+def spark_slot() -> _SparkSlot:
+    """The process's one SparkContext slot, for fixtures of other clusters: ``spark_slot.get(kind, conf)``."""
+    return _slot
 
 
 @pytest.fixture(scope="session")

@@ -3,14 +3,18 @@
     %load_ext tfos_notebook   # in a notebook: %%tfos_train, %tfos_status, %tfos_stop, %tfos_tensorboard
 
     from tfos_notebook import TFCluster, InputMode
-    cluster = TFCluster.run(sc, main_fun, args, num_executors=2)
+    cluster = TFCluster.run(sc, main_fun, args, num_executors=2, input_mode=InputMode.SPARK)
+    cluster.train(df_or_rdd, num_epochs=3)   # main_fun reads ctx.dataset(...) or TFNode.DataFeed(ctx.mgr)
     cluster.shutdown()
 """
 
 from .compat import tfcluster as TFCluster  # noqa: N812  (TensorFlowOnSpark's module name)
+from .compat import tfnode as TFNode  # noqa: N812  (TensorFlowOnSpark's module name)
 from .compat.tfcluster import InputMode
 from .runtime import (
     ConfigError,
+    FeedError,
+    FeedTimeout,
     LaunchError,
     NodeContext,
     NodeError,
@@ -34,5 +38,6 @@ def load_ipython_extension(ipython) -> None:
     load(ipython)
 
 
-__all__ = ["ConfigError", "InputMode", "cleanup", "LaunchError", "NodeContext", "NodeError", "PreflightError",
-           "ReservationTimeout", "Run", "RunStopped", "SparkJobError", "TFCluster", "TFOSError"]
+__all__ = ["ConfigError", "FeedError", "FeedTimeout", "InputMode", "LaunchError", "NodeContext", "NodeError",
+           "PreflightError", "ReservationTimeout", "Run", "RunStopped", "SparkJobError", "TFCluster", "TFNode",
+           "TFOSError", "cleanup"]

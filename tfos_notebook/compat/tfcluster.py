@@ -1,5 +1,6 @@
 """``TFCluster`` with TensorFlowOnSpark's names: ``run`` starts a cluster and returns a handle whose
-``shutdown`` waits for it. Existing TFoS programs change only their import line."""
+``train``/``inference`` feed it Spark data (InputMode.SPARK) and whose ``shutdown`` waits for it.
+Existing TFoS programs change only their import line."""
 
 from __future__ import annotations
 
@@ -37,13 +38,35 @@ class TFCluster:
         """Where a browser opens the cluster's TensorBoard (None without ``tensorboard=True``)."""
         return self.tensorboard.url if self.tensorboard is not None else None
 
+    def train(self, dataRDD: Any, num_epochs: int = 0, feed_timeout: float = 600, qname: str = "input") -> Any:  # noqa: N803
+        """*InputMode.SPARK*: feed an RDD or DataFrame to the training nodes ``num_epochs`` times
+        (0 means 10, as in TensorFlowOnSpark); returns a ``FeedSummary`` once all is fed. The feed
+        stays open for more ``train`` calls until ``shutdown``. See :meth:`Run.train`."""
+        self._require_spark("train")
+        return self.run_handle.train(dataRDD, num_epochs or 10, feed_timeout, end_feed=False)
+
+    def inference(self, dataRDD: Any, feed_timeout: float = 600, qname: str = "input", schema: Any = None,  # noqa: N803
+                  keep: list[str] | None = None) -> Any:
+        """*InputMode.SPARK*: the nodes' predictions for every row, lazily: an RDD (one result per
+        row, in order) for an RDD, a DataFrame (``keep`` columns next to the predictions) for a
+        DataFrame. See :meth:`Run.inference`."""
+        self._require_spark("inference")
+        return self.run_handle.inference(dataRDD, feed_timeout, schema, keep)
+
+    def _require_spark(self, what: str) -> None:
+        if self.input_mode != InputMode.SPARK:
+            raise ConfigError(f"TFCluster.{what}() needs a cluster started with input_mode=InputMode.SPARK")
+
     def shutdown(self, ssc: Any = None, grace_secs: float = 0, timeout: float = 259200) -> Any:
-        """Wait for the training nodes to finish, give ps/evaluator nodes ``grace_secs`` more,
-        then stop them. Raises the run's error (``NodeError`` with the failing node's traceback...).
-        Never stops the SparkContext. Returns the chief's return value."""
+        """End the data feed (InputMode.SPARK), wait for the training nodes to finish, give
+        ps/evaluator nodes ``grace_secs`` more, then stop them. Raises the run's error
+        (``NodeError`` with the failing node's traceback...). Never stops the SparkContext.
+        Returns the chief's return value."""
         if ssc is not None:
             raise ConfigError("Spark Streaming (ssc) is not supported; feed a DataFrame or RDD instead")
         self.run_handle.background_grace_secs = float(grace_secs)
+        if self.input_mode == InputMode.SPARK:
+            self.run_handle.end_feed()
         return self.run_handle.wait(timeout)
 
 
@@ -63,6 +86,8 @@ def run(sc, map_fun, tf_args, num_executors: int, num_ps: int = 0, tensorboard: 
         tensorboard: start a TensorBoard on the driver that shows the nodes' event files live (see
             ``cluster.tensorboard_url()``); it stops 15 minutes after the run ends, or when this
             process exits.
+        input_mode: ``InputMode.SPARK`` to feed the nodes with ``train``/``inference`` (the cluster
+            then needs a free task slot beside the nodes); ``InputMode.TENSORFLOW`` otherwise.
         reservation_timeout: seconds for all nodes to register before failing with findings.
         kwargs: passed to :class:`tfos_notebook.runtime.Run` (``model_dir``, ``env``, ``gpus_per_node``...).
 
@@ -75,11 +100,9 @@ def run(sc, map_fun, tf_args, num_executors: int, num_ps: int = 0, tensorboard: 
         raise ConfigError("driver_ps_nodes=True is not supported: ps nodes run on executors")
     if input_mode not in (InputMode.TENSORFLOW, InputMode.SPARK):
         raise ConfigError(f"input_mode must be InputMode.TENSORFLOW or InputMode.SPARK, got {input_mode!r}")
-    if input_mode == InputMode.SPARK:
-        raise ConfigError("InputMode.SPARK is not available yet in this version; read data with "
-                          "InputMode.TENSORFLOW")
     handle = Run(sc, map_fun, tf_args, num_executors, num_ps=num_ps, master_node=master_node,
-                 eval_node=eval_node, log_dir=log_dir, reservation_timeout=reservation_timeout, **kwargs)
+                 eval_node=eval_node, log_dir=log_dir, reservation_timeout=reservation_timeout,
+                 input_mode="spark" if input_mode == InputMode.SPARK else "tensorflow", **kwargs)
     board = None
     if tensorboard:  # attached before the start, so no event byte is missed
         from ..tensorboard import attach_tensorboard

@@ -4,6 +4,8 @@ imported only inside the nodes' processes."""
 from .ctx import NodeContext
 from .diagnose import Finding, Snapshot, diagnose
 from .errors import (
+           FeedError,
+           FeedTimeout,
            LaunchError,
            NodeError,
            PreflightError,
@@ -14,6 +16,6 @@ from .errors import (
 )
 from .launch import ConfigError, Run, plan_roles
 
-__all__ = ["ConfigError", "Finding", "LaunchError", "NodeContext", "NodeError", "PreflightError",
+__all__ = ["ConfigError", "FeedError", "FeedTimeout", "Finding", "LaunchError", "NodeContext", "NodeError", "PreflightError",
            "ReservationTimeout", "Run", "RunStopped", "Snapshot", "SparkJobError", "TFOSError", "diagnose",
            "plan_roles"]

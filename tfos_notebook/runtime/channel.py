@@ -39,6 +39,7 @@ HANDSHAKE_MAX = 1024
 DEFAULT_MAX_FRAME = 64 << 20
 HANDSHAKE_TIMEOUT = 5.0
 _HEADER = struct.Struct(">I")
+_PACKER = msgpack.Packer(use_bin_type=True)
 
 
 def new_secret() -> bytes:
@@ -50,14 +51,16 @@ def _proof(secret: bytes, label: bytes, a: bytes, b: bytes) -> bytes:
     return hmac.new(secret, label + a + b, hashlib.sha256).digest()
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(min(n - len(buf), 1 << 20))
-        if not chunk:
+def _recv_exact(sock: socket.socket, n: int) -> bytearray:
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        k = sock.recv_into(view[got:], n - got)
+        if not k:
             raise ConnectionError("connection closed")
-        buf += chunk
-    return bytes(buf)
+        got += k
+    return buf
 
 
 class Connection:
@@ -76,6 +79,21 @@ class Connection:
             raise ChannelError(f"message of {len(data)} bytes exceeds the {self.max_frame}-byte frame limit")
         with self._send_lock:
             self.sock.sendall(_HEADER.pack(len(data)) + data)
+
+    def send_with_bin(self, msg: dict, key: str, payload: Any) -> None:
+        """Send ``msg`` plus ``key``: ``payload`` as a msgpack bin field, writing the bytes-like
+        ``payload`` (an Arrow buffer...) to the socket without first copying it into the frame."""
+        view = memoryview(payload).cast("B")
+        head = bytearray(_PACKER.pack_map_header(len(msg) + 1))
+        for k, v in msg.items():
+            head += msgpack.packb(k, use_bin_type=True) + msgpack.packb(v, use_bin_type=True)
+        head += msgpack.packb(key, use_bin_type=True) + b"\xc6" + _HEADER.pack(view.nbytes)  # bin 32
+        size = len(head) + view.nbytes
+        if size > self.max_frame:
+            raise ChannelError(f"message of {size} bytes exceeds the {self.max_frame}-byte frame limit")
+        with self._send_lock:
+            self.sock.sendall(_HEADER.pack(size) + head)
+            self.sock.sendall(view)
 
     def recv(self, max_size: int | None = None) -> dict:
         limit = self.max_frame if max_size is None else max_size

@@ -60,6 +60,8 @@ def main(argv: list[str]) -> int:
         ctx = payload["ctx"]
         ctx._status = status
         ctx.mgr = payload.get("feed")
+        if ctx.mgr is not None:  # InputMode.SPARK: serve the data feed before the function starts
+            ctx.mgr.start(status)
         value = payload["main_fun"](payload["args"], ctx)
         _write_result(result_path, ("ok", cloudpickle.dumps(value)))
         return 0

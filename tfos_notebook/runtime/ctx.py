@@ -100,6 +100,41 @@ class NodeContext:
         """``path`` resolved against the default filesystem (see :func:`absolute_path`)."""
         return absolute_path(self.defaultFS, self.working_dir, path)
 
+    def dataset(self, batch_size: int, features: str | list[str] | None = None, label: str | None = None,
+                by_epoch: bool = True, drop_remainder: bool = False, prefetch: int = 2) -> Any:
+        """The data Spark feeds this node (``train`` on the driver) as a ``tf.data.Dataset`` of batches.
+
+        Each pass over it is one epoch of ``train(data, num_epochs=N)``, so
+        ``model.fit(ctx.dataset(64, label="label"), epochs=N)`` sees every row fed to this node once
+        per epoch. Waits for the driver's first ``train`` to learn the columns' types and shapes.
+
+        Args:
+            batch_size: rows per batch (under MultiWorkerMirroredStrategy, the global batch).
+            features: the column (a tensor) or columns (a dict) to give as inputs; default: every
+                column but ``label``, as a tensor when that is a single column.
+            label: the column to give as target; elements are then ``(features, label)``.
+            by_epoch: False to run through every epoch in one pass (for ``steps_per_epoch``).
+            drop_remainder: drop an epoch's last, smaller batch.
+            prefetch: batches prepared ahead of the consumer.
+
+        Arrays of equal length become dimensions (``array<array<float>>`` 28x28 -> ``[None, 28, 28]``),
+        strings and binary become ``tf.string``. Raises ``FeedError`` without InputMode.SPARK, for
+        nulls, ragged arrays or types TensorFlow cannot hold (see runtime.datafeed for
+        MultiWorkerMirroredStrategy and uneven data).
+        """
+        from .datafeed import feed_of, make_dataset
+
+        return make_dataset(feed_of(self), batch_size, features, label, by_epoch, drop_remainder, prefetch)
+
+    def predict(self, fn: Any, batch_size: int = 256, features: str | list[str] | None = None) -> int:
+        """Answer the driver's ``inference``: call ``fn`` on each batch of fed rows (a numpy array
+        for one column, else a dict of arrays) and send back its output, one result per row (an
+        array, a list, a tensor, or a dict of them for several columns). Returns the rows answered
+        once the feed ends (``shutdown`` / ``end_feed`` on the driver)."""
+        from .datafeed import feed_of, predict
+
+        return predict(feed_of(self), fn, batch_size, features)
+
     def report(self, step: int, **metrics: float) -> None:
         """Send training progress (step and scalar metrics such as ``loss``) to the driver's monitor."""
         self._emit({"type": "step", "step": int(step), "metrics": {k: float(v) for k, v in metrics.items()}})

@@ -56,3 +56,12 @@ class SparkJobError(LaunchError):
 
 class ChannelError(TFOSError):
     """A control-channel connection failed authentication or sent a bad frame."""
+
+
+class FeedError(TFOSError):
+    """Feeding Spark data into the nodes (InputMode.SPARK) failed; the message names the node or
+    partition and what to do."""
+
+
+class FeedTimeout(FeedError):
+    """A node took no data for longer than ``feed_timeout`` while Spark was feeding it."""

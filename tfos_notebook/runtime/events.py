@@ -112,6 +112,29 @@ class RunFinished(Event):
     error: str = ""
 
 
+@dataclass(frozen=True)
+class FeedProgress(Event):
+    """Rows a training node received from Spark and consumed so far (InputMode.SPARK)."""
+
+    task: int
+    role: str
+    index: int
+    received: int
+    consumed: int
+    buffered_bytes: int
+    terminated: bool = False
+
+
+@dataclass(frozen=True)
+class EpochFed(Event):
+    """Spark fed one epoch of data to the nodes (InputMode.SPARK)."""
+
+    epoch: int
+    epochs: int
+    rows: int
+    seconds: float
+
+
 TERMINAL_STATES = frozenset({"finished", "failed", "stopped"})
 
 

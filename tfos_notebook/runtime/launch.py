@@ -118,18 +118,26 @@ class Run:
             Python worker gone) is relaunched; nodes resume from the latest checkpoint in
             ``model_dir`` through ``ctx.restore()`` or ``ctx.callbacks()``. An exception raised by
             the user's function is not retried: it would fail the same way again.
+        input_mode: ``"tensorflow"`` (the function reads its own data) or ``"spark"``: each chief and
+            worker serves a data feed that :meth:`train` and :meth:`inference` fill from Spark.
+        feed_buffer_mb: with ``input_mode="spark"``, fed data a node holds before Spark has to wait.
     """
 
     def __init__(self, sc, main_fun, args: Any, num_nodes: int, *, num_ps: int = 0,
                  master_node: str | None = "chief", eval_node: bool = False, log_dir: str | None = None,
                  model_dir: str | None = None, reservation_timeout: float = 600.0, gpus_per_node: int = 0,
                  env: dict[str, str] | None = None, legacy_keras: bool | None = None, name: str | None = None,
-                 preflight_wait: float = 30.0, stop_grace_secs: float = 5.0, retries: int = 2) -> None:
+                 preflight_wait: float = 30.0, stop_grace_secs: float = 5.0, retries: int = 2,
+                 input_mode: str = "tensorflow", feed_buffer_mb: float = 64) -> None:
         if not callable(main_fun):
             raise ConfigError(f"main_fun must be a function taking (args, ctx), got {type(main_fun).__name__}")
         self.sc = sc
         self.main_fun, self.args = main_fun, args
         self.roles = plan_roles(num_nodes, num_ps, master_node, eval_node)
+        if input_mode not in ("tensorflow", "spark"):
+            raise ConfigError(f"input_mode must be 'tensorflow' or 'spark', got {input_mode!r}")
+        self.input_mode = input_mode
+        self.feed_buffer_bytes = int(feed_buffer_mb * (1 << 20)) if input_mode == "spark" else 0
         self.run_id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
         self.name = name or self.run_id
         self.log_dir, self.model_dir = log_dir, model_dir
@@ -161,6 +169,11 @@ class Run:
         self._retry_pending = False
         self._state = "new"
         self.started_at: float | None = None
+        self.feeder = None
+        if input_mode == "spark":
+            from .feeder import Feeder
+
+            self.feeder = Feeder(self)
 
     # -- views ---------------------------------------------------------------------------------
     @property
@@ -216,7 +229,7 @@ class Run:
             secret=self._secret, main_fun=self.main_fun, args=self.args, roles=self.roles, attempt=self.attempt,
             default_fs=hconf.get("fs.defaultFS") or "file:///", working_dir=os.getcwd(),
             model_dir=self.model_dir, log_dir=self.log_dir, env=self.env, legacy_keras=self.legacy_keras,
-            stop_grace_secs=self.stop_grace_secs,
+            stop_grace_secs=self.stop_grace_secs, feed_buffer_bytes=self.feed_buffer_bytes,
         )
 
     def _run_job(self) -> None:
@@ -369,6 +382,8 @@ class Run:
             self._on_leftovers(msg.get("items", []))
         elif kind == "files":
             self._on_files(conn, node, msg)
+        elif kind == "feed" and self.feeder is not None:
+            self.feeder.on_message(node, msg)
         else:
             raise channel.ChannelError(f"unknown message type {kind!r}")
 
@@ -574,6 +589,54 @@ class Run:
             self.sc.cancelJobGroup(self.job_group)
         if not self._done.wait(timeout):
             raise TimeoutError(f"run {self.name} did not stop within {timeout:.0f}s")
+
+    # -- InputMode.SPARK -----------------------------------------------------------------------------
+    def _feeder(self):
+        if self.feeder is None:
+            raise ConfigError(f"run {self.name} was started with input_mode={self.input_mode!r}; feeding Spark "
+                              "data needs Run(..., input_mode='spark') (TFCluster.run(..., input_mode=InputMode.SPARK))")
+        return self.feeder
+
+    def train(self, data: Any, num_epochs: int = 1, feed_timeout: float = 600.0, end_feed: bool = True):
+        """Feed a Spark DataFrame or RDD to the training nodes ``num_epochs`` times; returns a
+        ``FeedSummary`` once every row of every epoch is with the nodes.
+
+        Partitions go round-robin to the chief and workers over the network (no task needs to run
+        where its node runs, but the cluster needs a free task slot beside the nodes). Each pass
+        over ``ctx.dataset`` on a node is one epoch. The nodes' ``terminate()`` (or their function
+        returning) ends feeding early without error.
+
+        Args:
+            data: a DataFrame (fed as Arrow batches) or an RDD (rows of tuples, Rows, dicts,
+                numbers, strings or numpy arrays; the first row fixes the types).
+            num_epochs: passes over ``data``; each runs one Spark job, so cache ``data`` if it is
+                costly to compute.
+            feed_timeout: seconds a node may leave fed data untouched before this fails.
+            end_feed: after the last epoch, tell the nodes no more data will come
+                (``DataFeed.should_stop()``); pass False to call ``train`` again.
+
+        Raises:
+            FeedTimeout: a node took no data for ``feed_timeout`` seconds.
+            NodeError: a node failed while being fed (its traceback).
+            FeedError: the data cannot be fed (no free slot, bad types...), with the fix.
+        """
+        return self._feeder().train(data, num_epochs, feed_timeout, end_feed)
+
+    def inference(self, data: Any, feed_timeout: float = 600.0, schema: Any = None, keep: list[str] | None = None):
+        """Predictions of the nodes for every row of ``data``, computed lazily by Spark.
+
+        For an RDD, an RDD with one prediction per row, in order. For a DataFrame, a DataFrame
+        of the ``keep`` columns (default: all) of each row next to its prediction columns; their
+        types come from ``schema`` (DDL string or StructType) or, when omitted, from the nodes'
+        answer for the first row (which they then see twice). The nodes answer with
+        ``ctx.predict(fn)`` or ``DataFeed(ctx.mgr, train_mode=False)``; rows and answers travel on
+        one connection, so each row gets exactly its own prediction. Call before the feed ends.
+        """
+        return self._feeder().inference(data, feed_timeout, schema, keep)
+
+    def end_feed(self, timeout: float = 600.0) -> None:
+        """Tell the nodes that no more data will come (``DataFeed.should_stop()`` turns true)."""
+        self._feeder().end_feed(timeout)
 
     def wait_for_reservations(self, timeout: float | None = None) -> dict[str, list[str]]:
         """Block until every node registered; returns the cluster spec or raises the run's error."""

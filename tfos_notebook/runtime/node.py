@@ -26,7 +26,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from . import channel
-from .ctx import NodeContext, is_shared_logdir, node_dir_name, tf_config
+from .ctx import FOREGROUND_ROLES, NodeContext, is_shared_logdir, node_dir_name, tf_config
 from .logship import LogShipper
 from .orphans import pid_dir
 
@@ -53,6 +53,7 @@ class NodePlan:
     legacy_keras: bool | None = None
     attempt: int = 0
     stop_grace_secs: float = 5.0
+    feed_buffer_bytes: int = 0  # > 0: InputMode.SPARK, chief and workers serve a data feed this big
 
     def __call__(self, iterator):  # the barrier mapPartitions function
         from pyspark import BarrierTaskContext
@@ -147,7 +148,7 @@ def _pump_status(stream, fwd: _Forwarder) -> None:
             msg = json.loads(raw)
         except ValueError:
             continue
-        if isinstance(msg, dict) and msg.get("type") == "step":
+        if isinstance(msg, dict) and msg.get("type") in ("step", "feed"):
             fwd.put(("step", msg))
     stream.close()
 
@@ -248,8 +249,13 @@ def run_node(plan: NodePlan, task: int, gpus: list[str]) -> dict:
                           spark_executor_id=spark_executor_id(), gpus=gpus, model_dir=plan.model_dir,
                           log_dir=log_dir, attempt=plan.attempt)
         payload, result_path = os.path.join(workdir, "payload.pkl"), os.path.join(workdir, "result.pkl")
+        feed = None
+        if plan.feed_buffer_bytes and role in FOREGROUND_ROLES:
+            from .feed_server import FeedServer
+
+            feed = FeedServer(plan.secret, host, plan.feed_buffer_bytes)
         with open(payload, "wb") as f:
-            cloudpickle.dump({"main_fun": plan.main_fun, "args": plan.args, "ctx": ctx}, f)
+            cloudpickle.dump({"main_fun": plan.main_fun, "args": plan.args, "ctx": ctx, "feed": feed}, f)
         reservation.close()  # release the port just before TensorFlow binds it
         go = {"payload": payload, "result": result_path, "env": {"TF_CONFIG": tf_config(spec, role, index)}}
         proc.stdin.write((json.dumps(go) + "\n").encode())

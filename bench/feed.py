@@ -1,0 +1,128 @@
+"""InputMode.SPARK feeding throughput beside its anchor, in one run (by hand: ``python bench/feed.py``).
+
+F1  rows/s per worker for MNIST-sized rows (784 float32 + an int64 label), 2 TensorFlow nodes on
+    a standalone cluster of 2 workers x 2 cores, batches of 128, 3 epochs of 20,000 rows per
+    worker, median over every (node, epoch) window:
+      ours-df        a cached DataFrame through ``ctx.dataset`` (Arrow batches over the network)
+      ours-rdd       a cached RDD of (numpy row, label) through ``ctx.dataset``
+      ours-datafeed  the same RDD through our ``TFNode.DataFeed.next_batch`` (TFoS's loop)
+      tfos-row       tensorflowonspark 2.2.5, its DataFeed, one pickled row per queue put
+      tfos-chunk     tensorflowonspark 2.2.5 with 64 rows per RDD element (per put)
+      ceiling        ``tf.data.Dataset.from_tensor_slices`` over the same rows in the node's memory
+      spark-arrow    Spark's own Arrow read of the cached DataFrame (no-op ``mapInArrow`` on all
+                     4 slots, no TensorFlow running), per worker: what any Spark-fed path is bound by
+    Each runs as its own Spark application (bench/_feed_probe.py; tensorflowonspark in its own
+    venv, see anchor_venv.sh) on the same cluster, one after the other. Goal: ours >= 20x
+    tfos-row and >= 50% of the ceiling. Writes docs/feed_benchmark.png and bench/results/feed.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from tfos_notebook.devcluster import StandaloneCluster  # noqa: E402
+
+OURS = ("ours-df", "ours-rdd", "ours-datafeed")
+ANCHOR = ("tfos-row", "tfos-chunk")
+ROWS = ("ceiling", "spark-arrow", *OURS, "tfos-chunk", "tfos-row")
+LABELS = {
+    "ceiling": "tf.data from memory (ceiling)",
+    "spark-arrow": "Spark's Arrow read alone (no-op)",
+    "ours-df": "ours: DataFrame -> ctx.dataset",
+    "ours-rdd": "ours: RDD -> ctx.dataset",
+    "ours-datafeed": "ours: RDD -> DataFeed.next_batch",
+    "tfos-chunk": "TFoS 2.2.5: 64 rows per put",
+    "tfos-row": "TFoS 2.2.5: 1 row per put",
+}
+
+
+def probe(python: str, impl: str, master: str, opts) -> dict[str, list[float]]:
+    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=python, TFOS_SERVER_HOST="127.0.0.1",
+               TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(HERE.parent))
+    cmd = [python, str(HERE / "_feed_probe.py"), "--impl", impl, "--master", master, "--workers", str(opts.workers),
+           "--rows-per-worker", str(opts.rows_per_worker), "--epochs", str(opts.epochs), "--batch", str(opts.batch)]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3600)
+    if out.returncode:
+        raise RuntimeError(f"{impl} probe failed:\n{out.stderr[-4000:]}")
+    answer = json.loads(out.stdout.strip().splitlines()[-1])
+    return {impl: [r for node in answer["rates"] for r in node], **answer["extra"]}
+
+
+def plot(medians: dict[str, float], path: Path, note: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    order = [k for k in ROWS if k in medians]
+    colors = {"ceiling": "#888888", "spark-arrow": "#bbbbbb", "tfos-row": "#d62728", "tfos-chunk": "#ff9896"}
+    fig, ax = plt.subplots(figsize=(8, 3.6))
+    values = [medians[k] for k in order]
+    ax.barh([LABELS[k] for k in order], values, color=[colors.get(k, "#1f77b4") for k in order])
+    ax.set_xscale("log")
+    ax.invert_yaxis()
+    ax.set_xlabel("rows/s per worker (median, log scale)")
+    ax.set_title("InputMode.SPARK feeding, MNIST-sized rows (784 float32 + label)", fontsize=10)
+    for y, v in enumerate(values):
+        ax.text(v * 1.05, y, f"{v:,.0f}", va="center", fontsize=8)
+    ax.set_xlim(right=max(values) * 4)
+    fig.text(0.01, 0.01, note, fontsize=7, color="#555555")
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--rows-per-worker", type=int, default=20000)
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--batch", type=int, default=128)
+    parser.add_argument("--skip-anchor", action="store_true")
+    parser.add_argument("--plot", default=str(HERE.parent / "docs" / "feed_benchmark.png"))
+    opts = parser.parse_args()
+    anchor_python = None
+    if not opts.skip_anchor:
+        anchor_python = subprocess.run(["bash", str(HERE / "anchor_venv.sh")], check=True, capture_output=True,
+                                       text=True).stdout.strip().splitlines()[-1]
+    load = os.getloadavg()[0]
+    started = time.time()
+    rates: dict[str, list[float]] = {}
+    with StandaloneCluster(workers=opts.workers, cores=2, memory="4g", gpus_per_worker=0) as cluster:
+        for impl in ("ceiling", *OURS, *(ANCHOR if anchor_python else ())):
+            python = anchor_python if impl in ANCHOR else sys.executable
+            for name, values in probe(python, impl, cluster.master_url, opts).items():
+                rates[name] = values
+                print(f"{name:14s} {statistics.median(values):>12,.0f} rows/s per worker  ({len(values)} windows)",
+                      flush=True)
+    medians = {k: statistics.median(v) for k, v in rates.items()}
+    base, ceiling = medians.get("tfos-row"), medians["ceiling"]
+    print(f"\nF1 feeding throughput, rows/s per worker (median of {opts.workers} nodes x {opts.epochs} epochs, "
+          f"batch {opts.batch}, {opts.rows_per_worker} rows per worker per epoch)")
+    print(f"{'':36s} {'rows/s':>10s} {'x TFoS 1-row':>13s} {'% of ceiling':>13s}")
+    for impl in ROWS:
+        if impl in medians:
+            vs_tfos = f"{medians[impl] / base:.1f}x" if base else "-"
+            print(f"{LABELS[impl]:36s} {medians[impl]:>10,.0f} {vs_tfos:>13s} {100 * medians[impl] / ceiling:>12.0f}%")
+    note = (f"2 TF nodes, standalone cluster 2 workers x 2 cores on a shared 2-core machine "
+            f"(load avg {load:.1f} at start), batch {opts.batch}, {opts.epochs} epochs; {time.strftime('%Y-%m-%d')}")
+    plot(medians, Path(opts.plot), note)
+    results = HERE / "results"
+    results.mkdir(exist_ok=True)
+    (results / "feed.json").write_text(json.dumps({"opts": vars(opts), "load_at_start": load, "rates": rates,
+                                                   "medians": medians, "seconds": time.time() - started}, indent=1))
+    print(f"\nplot: {opts.plot}  raw: {results / 'feed.json'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+"""Arrow conversions at both ends of the feed (no Spark needed)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from pyspark.sql import Row
+
+from tfos_notebook.runtime.errors import FeedError
+from tfos_notebook.runtime.feed_codec import (
+    batch_bytes,
+    batch_to_rows,
+    batches_of_rows,
+    column_to_numpy,
+    read_stream,
+    results_to_batch,
+    row_kind,
+    rows_to_batch,
+    schema_for_sample,
+    slices,
+)
+
+
+def test_rdd_rows_keep_their_kind_through_arrow():
+    for rows in ([(1, "a"), (2, "b")], [Row(x=1, y="a"), Row(x=2, y="b")], [{"x": 1, "y": "a"}, {"x": 2, "y": "b"}],
+                 [1.5, 2.5]):
+        schema = schema_for_sample(rows[0])
+        back = batch_to_rows(rows_to_batch(rows, schema))
+        assert back == rows
+        assert type(back[0]) is type(rows[0])
+
+
+def test_numpy_rows_become_nested_lists_and_then_dimensions():
+    images = [np.full((3, 4), i, dtype=np.float32) for i in range(5)]
+    schema = schema_for_sample((images[0], 0))
+    assert schema.field("_1").type == pa.list_(pa.list_(pa.float32()))
+    batch = rows_to_batch([(img, i) for i, img in enumerate(images)], schema)
+    arr = column_to_numpy(batch.column(0), "_1")
+    assert arr.shape == (5, 3, 4) and arr.dtype == np.float32
+    assert (arr[4] == 4).all()
+
+
+def test_numpy_values_of_an_rdd_come_back_to_datafeed_as_numpy_arrays():
+    rows = [(np.arange(4, dtype=np.float32) + i, i) for i in range(3)]
+    back = batch_to_rows(rows_to_batch(rows, schema_for_sample(rows[0])))
+    assert isinstance(back[2][0], np.ndarray) and back[2][0].dtype == np.float32
+    assert back[2][0].tolist() == [2.0, 3.0, 4.0, 5.0] and back[2][1] == 2
+
+
+def test_a_row_whose_type_differs_from_the_first_is_refused_with_the_column_named():
+    schema = schema_for_sample((1, [1.0, 2.0]))
+    with pytest.raises(FeedError, match="column '_2' does not match the first row's type"):
+        rows_to_batch([(1, [1.0, 2.0]), (2, "oops")], schema)
+
+
+def test_a_first_row_with_none_cannot_give_a_type():
+    with pytest.raises(FeedError, match="column '_2' is None in the first row"):
+        schema_for_sample((1, None))
+
+
+def test_ragged_arrays_and_nulls_are_explained():
+    ragged = pa.array([[1.0, 2.0], [3.0]])
+    with pytest.raises(FeedError, match="arrays of different lengths"):
+        column_to_numpy(ragged, "x")
+    with pytest.raises(FeedError, match="null values"):
+        column_to_numpy(pa.array([1.0, None]), "y")
+    with pytest.raises(FeedError, match="no TensorFlow counterpart"):
+        column_to_numpy(pa.array([pa.scalar(1, pa.date32()).as_py()]), "d")
+
+
+def test_strings_and_binary_become_object_arrays():
+    assert column_to_numpy(pa.array(["a", "bc"]), "s").tolist() == ["a", "bc"]
+    assert column_to_numpy(pa.array([b"\x00", b"\x01\x02"]), "b").tolist() == [b"\x00", b"\x01\x02"]
+
+
+def test_sliced_list_columns_convert_only_their_rows():
+    batch = pa.record_batch([pa.array([[i, i] for i in range(10)])], names=["v"])
+    assert column_to_numpy(batch.slice(7, 2).column(0), "v").tolist() == [[7, 7], [8, 8]]
+
+
+def test_record_batches_travel_as_one_ipc_stream_each():
+    batch = pa.record_batch([pa.array(np.arange(1000)), pa.array(["x"] * 1000)], names=["a", "b"])
+    pieces = list(slices(batch, 2000))
+    assert len(pieces) > 1 and sum(p.num_rows for p in pieces) == 1000
+    schema, back = read_stream(batch_bytes(pieces[1]).to_pybytes())
+    assert back.equals(pieces[1]) and schema.names == ["a", "b"]
+
+
+def test_rows_are_grouped_into_batches_of_about_the_frame_size():
+    schema = schema_for_sample((0, np.zeros(1000, np.float32)))
+    rows = ((i, np.zeros(1000, np.float32)) for i in range(3000))
+    batches = list(batches_of_rows(rows, schema, max_bytes=400_000))
+    assert sum(b.num_rows for b in batches) == 3000
+    assert max(b.nbytes for b in batches[1:]) < 600_000
+
+
+def test_results_come_back_as_one_column_per_output_and_must_match_the_rows():
+    assert results_to_batch(np.arange(3), 3).schema.names == ["prediction"]
+    probs = results_to_batch({"label": [1, 2], "probs": np.ones((2, 10), np.float32)}, 2)
+    assert probs.schema.names == ["label", "probs"]
+    assert probs.column(1).type == pa.list_(pa.float32())
+    with pytest.raises(FeedError, match="got 2 results for a batch of 3 rows"):
+        results_to_batch([1, 2], 3)
+
+
+def test_a_dataframe_schema_reads_back_as_rows():
+    assert row_kind(pa.schema([("a", pa.int64())])) == "row"

@@ -1,0 +1,127 @@
+"""A node's data feed served in this process and fed by the Spark tasks' code, called directly:
+exactly-once bookkeeping, authentication, back-pressure, terminate, inference routing."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from tfos_notebook.runtime import channel
+from tfos_notebook.runtime.datafeed import DataFeed, arrays_of, predict
+from tfos_notebook.runtime.errors import ChannelError
+from tfos_notebook.runtime.feed_protocol import FeedClient, tell
+from tfos_notebook.runtime.feed_server import FeedServer
+from tfos_notebook.runtime.feed_tasks import InferFeed, TrainFeed
+
+SECRET = channel.new_secret()
+
+
+@pytest.fixture
+def server():
+    return FeedServer(SECRET, "127.0.0.1", buffer_bytes=64 << 20).start()
+
+
+def batches(start: int, stop: int, size: int = 100, width: int = 1):
+    for lo in range(start, stop, size):
+        ids = np.arange(lo, min(stop, lo + size))
+        yield pa.record_batch([pa.array(ids), pa.array(list(np.ones((len(ids), width), np.float32)))],
+                              names=["id", "x"])
+
+
+def drain(srv: FeedServer, n: int = 64) -> list[int]:
+    out = []
+    while True:
+        pieces, why = srv.take(n, epoch=True, timeout=2)
+        out += arrays_of(pieces, ["id"])["id"].tolist() if pieces else []
+        if why != "full":
+            return out
+
+
+def test_a_retried_partition_resumes_where_the_node_count_stopped(server):
+    feed = TrainFeed(SECRET, [server.address], "1.0", timeout=30)
+
+    def failing():
+        yield from batches(0, 300)
+        raise RuntimeError("executor lost while computing the partition")
+
+    with pytest.raises(RuntimeError, match="executor lost"):
+        feed.feed(part=0, attempt=0, batches=failing())
+    record = feed.feed(part=0, attempt=1, batches=batches(0, 1000))
+    assert record["status"] == "fed" and record["skipped"] == 300 and record["rows"] == 700
+    tell(server.address, SECRET, {"t": "epoch_end", "pass": "1.0"})
+    assert drain(server) == list(range(1000))
+
+
+def test_a_partition_already_fed_is_not_fed_again(server):
+    feed = TrainFeed(SECRET, [server.address], "1.0", timeout=30)
+    assert feed.feed(3, 0, batches(0, 50))["rows"] == 50
+    again = feed.feed(3, 1, batches(0, 50))
+    assert again["status"] == "already" and again["rows"] == 0
+    other_epoch = TrainFeed(SECRET, [server.address], "1.1", timeout=30).feed(3, 0, batches(0, 50))
+    assert other_epoch["rows"] == 50
+
+
+def test_a_connection_without_the_run_secret_is_refused(server):
+    with pytest.raises((ChannelError, ConnectionError)):
+        FeedClient(server.address, channel.new_secret(), timeout=5)
+    assert server._server.rejected == 1
+
+
+def test_a_full_buffer_holds_the_feeding_task_back():
+    srv = FeedServer(SECRET, "127.0.0.1", buffer_bytes=1 << 20).start()
+    feed = TrainFeed(SECRET, [srv.address], "1.0", timeout=60, frame_bytes=256 << 10)
+    records = []
+    t = threading.Thread(target=lambda: records.append(feed.feed(0, 0, batches(0, 20_000, 1000, 64))), daemon=True)
+    t.start()
+    time.sleep(1.5)
+    assert t.is_alive(), "5 MB cannot fit a 1 MB buffer: the task must wait"
+    assert srv.queue.buffered_bytes <= (1 << 20) + (300 << 10)
+    assert 0 < srv.queue.rows_in < 20_000
+    got = []
+    while len(got) < 20_000:
+        pieces, _ = srv.take(min(512, 20_000 - len(got)), timeout=10)
+        got += arrays_of(pieces, ["id"])["id"].tolist()
+    t.join(10)
+    assert records[0]["rows"] == 20_000 and got == list(range(20_000))
+
+
+def test_terminate_stops_the_feeding_task_quickly():
+    srv = FeedServer(SECRET, "127.0.0.1", buffer_bytes=1 << 20).start()
+    feed = TrainFeed(SECRET, [srv.address], "1.0", timeout=60, frame_bytes=256 << 10)
+    records = []
+    t = threading.Thread(target=lambda: records.append(feed.feed(0, 0, batches(0, 200_000, 1000, 64))), daemon=True)
+    t.start()
+    time.sleep(1.0)
+    DataFeed(srv).terminate()
+    t.join(10)
+    assert not t.is_alive()
+    assert records[0]["status"] == "terminated" and records[0]["rows"] < 200_000
+    late = TrainFeed(SECRET, [srv.address], "1.0", timeout=60).feed(1, 0, batches(0, 10))
+    assert late["status"] == "terminated" and late["rows"] == 0
+
+
+def test_predictions_go_back_to_the_task_that_sent_each_row(server):
+    consumer = threading.Thread(target=predict, args=(server, lambda x: x["id"] * 10, 37), daemon=True)
+    consumer.start()
+    outputs: dict[int, list] = {}
+
+    def infer(part: int, lo: int, hi: int) -> None:
+        task = InferFeed(SECRET, [server.address], timeout=30, keep=["id"])
+        pairs = []
+        for kept, results in task.run(part, 0, batches(lo, hi, size=25)):
+            pairs += list(zip(kept.column(0).to_pylist(), results.column(0).to_pylist(), strict=True))
+        outputs[part] = pairs
+
+    tasks = [threading.Thread(target=infer, args=(p, p * 1000, p * 1000 + 400)) for p in range(3)]
+    for t in tasks:
+        t.start()
+    for t in tasks:
+        t.join(30)
+    tell(server.address, SECRET, {"t": "end"})
+    consumer.join(10)
+    for p in range(3):
+        assert outputs[p] == [(i, i * 10) for i in range(p * 1000, p * 1000 + 400)]

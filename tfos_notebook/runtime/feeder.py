@@ -1,0 +1,378 @@
+"""Driver side of InputMode.SPARK: feeds a DataFrame or RDD into a running :class:`Run`'s nodes.
+
+``Run.train(data, num_epochs)`` waits for every training node's data feed, tells the nodes what
+the data looks like (one sample row), then runs one ordinary Spark job per epoch whose tasks
+stream their partitions to the nodes (runtime.feed_tasks), and marks the end of each epoch on
+every node once the job is done, so that each pass over ``ctx.dataset`` is one epoch. While a job
+runs, the driver watches the nodes' progress reports: a node whose buffered data waited longer
+than ``feed_timeout`` fails the call with ``FeedTimeout``; a node that fails fails it with that
+node's error; nodes that all called ``terminate()`` (or returned) end it early and quietly.
+
+``Run.inference(data)`` returns, lazily, the predictions of the nodes aligned with the rows:
+each task sends its rows and reads the answers back on the same connection.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from . import preflight
+from .ctx import FOREGROUND_ROLES
+from .errors import FeedError, FeedTimeout, SparkJobError, TFOSError
+from .events import EpochFed, FeedProgress
+from .feed_codec import batch_bytes, empty_stream, rows_to_batch, schema_for_sample
+from .feed_protocol import CONNECTION_ERRORS, tell
+from .feed_tasks import RECORD_DDL, InferFeed, TrainFeed
+
+PROGRESS_EVENT_SECONDS = 5.0
+TASK_TIMEOUT_MARGIN = 60.0  # the tasks' own timeout, a safety net behind the driver's watch
+ENDED_STATES = ("finished", "stopped", "failed")
+
+
+@dataclass(frozen=True)
+class FeedSummary:
+    """What ``train`` fed: ``epochs`` completed, ``rows`` delivered in all (each row once per
+    epoch), ``rows_per_node`` by ``role:index``, and ``stopped_early`` when some node called
+    ``terminate()`` or returned before all its data was fed (feeding goes on for the others until
+    every node has stopped)."""
+
+    epochs: int
+    rows: int
+    seconds: float
+    stopped_early: bool = False
+    rows_per_node: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class _Data:
+    kind: str  # "df" or "rdd"
+    sample: pa.RecordBatch | None
+    schema: pa.Schema | None
+
+    @classmethod
+    def of(cls, data: Any) -> _Data:
+        from pyspark import RDD
+        from pyspark.sql import DataFrame
+
+        if isinstance(data, DataFrame):
+            table = data.limit(1).toArrow()
+            batch = table.combine_chunks().to_batches()[0] if table.num_rows else None
+            return cls("df", batch, table.schema)
+        if isinstance(data, RDD):
+            first = data.take(1)
+            if not first:
+                return cls("rdd", None, None)
+            schema = schema_for_sample(first[0])
+            return cls("rdd", rows_to_batch(first, schema), schema)
+        raise FeedError(f"expected a Spark DataFrame or RDD, got {type(data).__name__}: make one with "
+                        "spark.createDataFrame(...) or sc.parallelize(...)")
+
+    @property
+    def rdd_schema(self) -> bytes | None:
+        return self.schema.serialize().to_pybytes() if self.kind == "rdd" and self.schema is not None else None
+
+    def sample_bytes(self) -> bytes:
+        if self.sample is not None:
+            return batch_bytes(self.sample).to_pybytes()
+        return empty_stream(self.schema if self.schema is not None else pa.schema([])).to_pybytes()
+
+
+class Feeder:
+    """The feeding half of a :class:`Run` whose input mode is ``spark``."""
+
+    def __init__(self, run) -> None:
+        self.run = run
+        self._cond = threading.Condition()
+        self._addresses: dict[int, tuple[str, int]] = {}
+        self._progress: dict[int, tuple[float, dict]] = {}
+        self._published: dict[int, float] = {}
+        self._passes = 0
+        self.ended = False
+
+    # -- reports from the nodes (control-channel threads) ------------------------------------------
+    def on_message(self, node, msg: dict) -> None:
+        event = msg.get("event")
+        with self._cond:
+            if event == "serving":
+                self._addresses[node.task] = (str(msg["host"]), int(msg["port"]))
+            elif event == "progress":
+                self._progress[node.task] = (time.monotonic(), msg)
+            self._cond.notify_all()
+        if event == "progress":
+            now = time.monotonic()
+            if msg.get("terminated") or now - self._published.get(node.task, 0.0) >= PROGRESS_EVENT_SECONDS:
+                self._published[node.task] = now
+                self.run.events.publish(FeedProgress(
+                    self.run.run_id, task=node.task, role=node.role, index=node.index,
+                    received=int(msg.get("received", 0)), consumed=int(msg.get("consumed", 0)),
+                    buffered_bytes=int(msg.get("buffered", 0)), terminated=bool(msg.get("terminated"))))
+
+    # -- nodes ---------------------------------------------------------------------------------------
+    def trainers(self) -> list:
+        """The nodes that are fed (chief and workers), in task order."""
+        return [nd for nd in self.run._nodes if nd.role in FOREGROUND_ROLES]
+
+    def wait_for_feeds(self, timeout: float) -> list[tuple[str, int]]:
+        """The data-feed address of every training node, waiting up to ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                missing = [nd for nd in self.trainers() if nd.task not in self._addresses]
+                if not missing:
+                    return [self._addresses[nd.task] for nd in self.trainers()]
+                self._raise_if_run_ended()
+                if time.monotonic() >= deadline:
+                    raise FeedTimeout(f"nodes {[nd.name for nd in missing]} did not open their data feed within "
+                                      f"{timeout:.0f}s: their function has not started (see their logs), or the run "
+                                      "was not started with input_mode='spark'")
+                self._cond.wait(0.25)
+
+    def _raise_if_run_ended(self) -> None:
+        if self.run.error is not None:
+            raise self.run.error
+        if self.run.done:
+            raise FeedError(f"run {self.run.name} has ended; start a new run to feed more data")
+
+    def _check_slots(self) -> None:
+        slots, nodes = preflight.total_slots(self.run.sc), len(self.run.roles)
+        if slots <= nodes:
+            raise FeedError(f"the cluster runs {slots} tasks at once and the {nodes} nodes hold all of them, so no "
+                            "task is left to feed them: add executors or cores (spark.executor.cores), or use fewer "
+                            "nodes")
+
+    def _broadcast(self, addresses: list[tuple[str, int]], msg: dict) -> None:
+        for nd, address in zip(self.trainers(), addresses, strict=True):
+            if nd.state in ENDED_STATES:
+                continue
+            try:
+                tell(address, self.run._secret, msg)
+            except CONNECTION_ERRORS as e:
+                if not self._ends_soon(nd):
+                    self._raise_if_run_ended()
+                    raise FeedError(f"cannot reach the data feed of {nd.name} at {address[0]}:{address[1]}: "
+                                    f"{e}") from e
+
+    def _ends_soon(self, nd, within: float = 10.0) -> bool:
+        """Whether ``nd`` has ended or does within ``within`` seconds: a node whose function just
+        returned closes its feed a moment before the driver hears of the result."""
+        deadline = time.monotonic() + within
+        while nd.state not in ENDED_STATES and time.monotonic() < deadline and self.run.error is None:
+            time.sleep(0.1)
+        return nd.state in ENDED_STATES
+
+    # -- train -----------------------------------------------------------------------------------------
+    def train(self, data: Any, num_epochs: int = 1, feed_timeout: float = 600.0,
+              end_feed: bool = True) -> FeedSummary:
+        """See :meth:`Run.train`."""
+        if num_epochs < 1:
+            raise FeedError(f"num_epochs must be at least 1, got {num_epochs}")
+        if self.ended:
+            raise FeedError("the feed was already ended (train(..., end_feed=True) or shutdown): pass "
+                            "end_feed=False to every train() call but the last")
+        source = _Data.of(data)
+        self._check_slots()
+        addresses = self.wait_for_feeds(feed_timeout)
+        with self._cond:
+            self._passes += 1
+            seq = self._passes
+        self._broadcast(addresses, {"t": "sample", "pass": str(seq), "data": source.sample_bytes()})
+        started, total, epochs, partial = time.monotonic(), 0, 0, False
+        per_node = {nd.name: 0 for nd in self.trainers()}
+        for epoch in range(num_epochs):
+            t0 = time.monotonic()
+            pass_id = f"{seq}.{epoch}"
+            records, cancelled = self._feed_pass(data, source, addresses, pass_id, feed_timeout,
+                                                 f"epoch {epoch + 1}/{num_epochs}")
+            rows = 0
+            for rec in records:
+                name = self.trainers()[rec["node"]].name
+                per_node[name] += rec["rows"] + rec["skipped"]
+                rows += rec["rows"] + rec["skipped"]
+                partial = partial or rec["status"] in ("terminated", "unreachable")
+            total += rows
+            if cancelled or self._all_stopped():  # every node terminated or returned: nobody wants more
+                partial = True
+                break
+            self._broadcast(addresses, {"t": "epoch_end", "pass": pass_id})
+            epochs += 1
+            self.run.events.publish(EpochFed(self.run.run_id, epoch=epoch + 1, epochs=num_epochs, rows=rows,
+                                             seconds=time.monotonic() - t0))
+        if end_feed:
+            self.end_feed(feed_timeout)
+        return FeedSummary(epochs, total, time.monotonic() - started, partial, per_node)
+
+    def _feed_pass(self, data, source: _Data, addresses, pass_id: str, feed_timeout: float,
+                   what: str) -> tuple[list[dict], bool]:
+        if source.kind == "rdd" and source.schema is None:
+            return [], False  # an empty RDD: nothing to send
+        task = TrainFeed(self.run._secret, addresses, pass_id, feed_timeout + TASK_TIMEOUT_MARGIN, source.rdd_schema)
+        if source.kind == "df":
+            def job():
+                return [r.asDict() for r in data.mapInArrow(task.arrow_partition, RECORD_DDL).collect()]
+        else:
+            def job():
+                return data.mapPartitionsWithIndex(task.rdd_partition).collect()
+        records, cancelled = self._watch(job, feed_timeout, what)
+        self._check_records(records, feed_timeout)
+        return records, cancelled
+
+    def _watch(self, job, feed_timeout: float, what: str) -> tuple[list[dict], bool]:
+        """Run ``job`` in the run's feed job group, watching the nodes; returns its records and
+        whether feeding stopped early because every node terminated or returned."""
+        from pyspark import InheritableThread
+
+        sc, group = self.run.sc, f"{self.run.job_group}-feed"
+        box: dict[str, Any] = {}
+
+        def target() -> None:
+            try:
+                sc.setJobGroup(group, f"tfos_notebook feed {self.run.name}: {what}", interruptOnCancel=True)
+                box["records"] = job()
+            except BaseException as e:  # Py4JJavaError and friends: summarised below
+                box["error"] = e
+
+        thread = InheritableThread(target=target, daemon=True, name=f"tfos-feed-{self.run.run_id}")
+        thread.start()
+        reason: Any = None
+        while thread.is_alive():
+            thread.join(0.25)
+            if not thread.is_alive():
+                break
+            if self.run.error is not None or self.run.done:
+                reason = "run"
+            elif self._all_stopped():
+                reason = "stopped"
+            else:
+                reason = self._stalled(feed_timeout) or None
+            if reason:
+                sc.cancelJobGroup(group)
+                thread.join(30)
+                break
+        if reason == "stopped" or (reason == "run" and self.run.error is None):
+            return [], True
+        if reason == "run":
+            raise self.run.error
+        if reason:
+            raise FeedTimeout(f"{', '.join(reason)} took no data for more than {feed_timeout:.0f}s while Spark fed "
+                              f"{what}: its function is not reading the feed (ctx.dataset / DataFeed.next_batch) "
+                              "or is stuck; fix the function, or raise feed_timeout if it is only slow to start")
+        if "error" in box:
+            if self.run.error is not None:
+                raise self.run.error
+            raise _job_error(box["error"], what)
+        return box["records"], False
+
+    def _stalled(self, feed_timeout: float) -> list[str]:
+        now, out = time.monotonic(), []
+        with self._cond:
+            for nd in self.trainers():
+                at, msg = self._progress.get(nd.task, (now, {}))
+                stalled = float(msg.get("stalled", 0.0))
+                if msg.get("buffered"):
+                    stalled += now - at  # reports may stop while the function holds the interpreter
+                if stalled > feed_timeout and nd.state not in ENDED_STATES:
+                    out.append(f"{nd.name} ({int(msg.get('buffered', 0)) >> 20} MiB waiting)")
+        return out
+
+    def _all_stopped(self) -> bool:
+        with self._cond:
+            return all(nd.state in ENDED_STATES or self._progress.get(nd.task, (0, {}))[1].get("terminated")
+                       for nd in self.trainers())
+
+    def _check_records(self, records: list[dict], feed_timeout: float) -> None:
+        for rec in records:
+            nd = self.trainers()[rec["node"]]
+            if rec["status"] == "timeout":
+                raise FeedTimeout(f"{nd.name} took no data for more than {feed_timeout:.0f}s (partition "
+                                  f"{rec['part']}): its function is not reading the feed or is stuck")
+            if rec["status"] == "unreachable" and nd.state not in ENDED_STATES:
+                self._raise_if_run_ended()
+                raise FeedError(f"partition {rec['part']} could not reach the data feed of {nd.name}: "
+                                f"{rec['detail']}")
+
+    # -- end -------------------------------------------------------------------------------------------
+    def end_feed(self, timeout: float = 600.0) -> None:
+        """Tell every training node that no more data will come: ``DataFeed.should_stop()`` turns
+        true and ``ctx.dataset``/``ctx.predict`` loops end. Idempotent."""
+        with self._cond:
+            if self.ended:
+                return
+            self.ended = True
+        if self.run.done:
+            return
+        try:
+            addresses = self.wait_for_feeds(timeout)
+        except TFOSError:
+            return  # the run ended, or its nodes never opened a feed: nothing waits for the end
+        self._broadcast(addresses, {"t": "end"})
+
+    # -- inference -------------------------------------------------------------------------------------
+    def inference(self, data: Any, feed_timeout: float = 600.0, schema: Any = None,
+                  keep: list[str] | None = None) -> Any:
+        """See :meth:`Run.inference`."""
+        from pyspark import RDD
+        from pyspark.sql import DataFrame
+
+        if not isinstance(data, (DataFrame, RDD)):
+            raise FeedError(f"expected a Spark DataFrame or RDD, got {type(data).__name__}")
+        if self.ended:
+            raise FeedError("the feed was already ended (shutdown or train(..., end_feed=True)): run inference "
+                            "before ending the feed")
+        self._check_slots()
+        addresses = self.wait_for_feeds(feed_timeout)
+        secret = self.run._secret
+        if isinstance(data, RDD):
+            first = data.take(1)
+            if not first:
+                return data
+            rdd_schema = schema_for_sample(first[0]).serialize().to_pybytes()
+            return data.mapPartitionsWithIndex(InferFeed(secret, addresses, feed_timeout, rdd_schema).rdd_partition)
+        keep = list(data.columns) if keep is None else list(keep)
+        missing = [c for c in keep if c not in data.columns]
+        if missing:
+            raise FeedError(f"keep names columns {missing} that the DataFrame lacks; it has {data.columns}")
+        predictions = self._prediction_schema(data, schema, addresses, feed_timeout)
+        from pyspark.sql.pandas.types import to_arrow_schema
+        from pyspark.sql.types import StructType
+
+        clash = [f.name for f in predictions.fields if f.name in keep]
+        if clash:
+            raise FeedError(f"prediction columns {clash} clash with kept input columns: rename them, or pass keep=")
+        out = StructType([data.schema[c] for c in keep] + list(predictions.fields))
+        task = InferFeed(secret, addresses, feed_timeout, keep=keep,
+                         out_schema=to_arrow_schema(out).serialize().to_pybytes())
+        return data.mapInArrow(task.arrow_partition, out)
+
+    def _prediction_schema(self, data, schema: Any, addresses, feed_timeout: float):
+        from pyspark.sql.pandas.types import from_arrow_schema
+        from pyspark.sql.types import StructType
+
+        if isinstance(schema, StructType):
+            return schema
+        if isinstance(schema, str):
+            return data.sparkSession.createDataFrame([], schema).schema
+        if schema is not None:
+            raise FeedError(f"schema must be a DDL string or a StructType, got {type(schema).__name__}")
+        first = data.limit(1).toArrow()
+        if not first.num_rows:
+            raise FeedError("the DataFrame is empty, so the predictions' schema cannot be learned from the "
+                            "nodes: pass schema= (e.g. 'prediction double')")
+        probe = InferFeed(self.run._secret, addresses, feed_timeout)
+        answers = list(probe.run(0, 0, iter(first.combine_chunks().to_batches())))
+        return from_arrow_schema(answers[0][1].schema)
+
+
+def _job_error(e: BaseException, what: str) -> Exception:
+    from .launch import _spark_error_summary
+
+    text = _spark_error_summary(e)
+    for line in str(e).splitlines():
+        for name, kind in (("FeedTimeout: ", FeedTimeout), ("FeedError: ", FeedError)):
+            if name in line:
+                return kind(line.split(name, 1)[1].strip())
+    return SparkJobError(f"the Spark job feeding {what} failed: {text}")
