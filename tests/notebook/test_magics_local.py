@@ -18,7 +18,7 @@ from nbhelpers import (
 )
 
 from tfos_notebook.notebook import CellError, Monitor, TextMonitor, TrainRun
-from tfos_notebook.runtime import ConfigError, NodeError, Run, RunStopped
+from tfos_notebook.runtime import ConfigError, NodeError, RunStopped
 from tfos_notebook.runtime.events import Step
 
 
@@ -175,12 +175,21 @@ def test_options_are_checked_before_launch(spark_ns):
         assert message in str(result.error_in_exec), line
 
 
-@pytest.mark.skipif(hasattr(Run, "train"), reason="input mode spark is available")
-def test_input_mode_spark_says_it_is_not_available_yet(spark_ns):
+def test_input_mode_spark_feeds_the_data_variable_every_epoch(spark_ns):
     ip = spark_ns
-    ip.run_cell("frame = spark_for_test.range(4)")
-    result = ip.run_cell("%%tfos_train --input-mode spark --data frame\nreturn 1\n")
-    assert "--input-mode spark is not available in this version" in str(result.error_in_exec)
+    ip.run_cell("frame = spark_for_test.range(0, 500, numPartitions=4).selectExpr('id', 'cast(id * 2 as double) as x')")
+    result = ip.run_cell(
+        "%%tfos_train --workers 1 --input-mode spark --data frame --epochs 3 --monitor none --no-tensorboard "
+        "--name fed\n"
+        "seen, total = 0, 0\n"
+        "for epoch in range(args.epochs):\n"
+        "    for batch in ctx.dataset(64, features='x'):\n"
+        "        seen += int(batch.shape[0])\n"
+        "        total += int(batch.numpy().sum())\n"
+        "return seen, total\n")
+    assert result.success, result.error_in_exec
+    seen, total = ip.user_ns["fed"].wait(300)
+    assert seen == 3 * 500 and total == 3 * sum(2 * i for i in range(500))
 
 
 def test_help_lists_every_option(ip):

@@ -142,9 +142,6 @@ def _check_options(o: TrainOptions, user_ns: Mapping[str, Any]) -> Any:
     if o.local:
         raise ConfigError("--local runs the cell once on the driver and cannot feed --data; "
                           "drop --local or use --input-mode tensorflow")
-    if not hasattr(Run, "train"):
-        raise ConfigError("--input-mode spark is not available in this version of tfos_notebook; "
-                          "read the data in the cell with --input-mode tensorflow")
     return data
 
 
@@ -188,10 +185,12 @@ def train(body: str, options: TrainOptions, user_ns: MutableMapping[str, Any], *
     if options.local:
         return run_local(cell, options)
     monitor = choose_monitor(options.monitor, shell)
-    spark = spark or notebook_spark(options.num_nodes, say)
+    # input mode spark feeds from ordinary Spark tasks, which need a slot beside the nodes
+    spark = spark or notebook_spark(options.num_nodes + (data is not None), say)
     run = Run(spark.sparkContext, cell, options.cell_args(), options.num_nodes, num_ps=options.ps,
               eval_node=options.evaluator, log_dir=options.logdir, model_dir=options.model_dir,
-              reservation_timeout=options.reservation_timeout, gpus_per_node=options.gpus, name=options.name)
+              reservation_timeout=options.reservation_timeout, gpus_per_node=options.gpus, name=options.name,
+              input_mode=options.input_mode)
     run.start()
     handle = TrainRun(run, cell, monitor, OutputTarget(shell))
     if options.tensorboard:
