@@ -6,10 +6,10 @@ from __future__ import annotations
 import socket
 import struct
 import threading
-import time
 
 import msgpack
 import pytest
+from procs import eventually
 
 from tfos_notebook.runtime import channel
 from tfos_notebook.runtime.errors import ChannelError
@@ -29,13 +29,6 @@ def echo_server():
     server.close()
 
 
-def _wait(predicate, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return False
 
 
 def test_client_with_the_secret_exchanges_messages(echo_server):
@@ -53,7 +46,7 @@ def test_wrong_secret_is_dropped_before_any_message_is_handled(echo_server):
         conn = channel.connect(*server.address, b"x" * 32)
         conn.send({"type": "hello"})
         conn.recv()
-    assert _wait(lambda: server.rejected == 1)
+    assert eventually(lambda: server.rejected == 1)
     assert received == []
 
 
@@ -82,7 +75,7 @@ def test_malformed_and_oversized_frames_drop_only_that_connection(echo_server):
     bad = channel.connect(*server.address, secret)
     data = msgpack.packb([1, 2, 3])
     bad.sock.sendall(struct.pack(">I", len(data)) + data)
-    assert _wait(lambda: server.rejected == 3)
+    assert eventually(lambda: server.rejected == 3)
     for s in (raw, big):
         s.settimeout(2)
         assert s.recv(10) == b""  # closed by the server
@@ -97,7 +90,7 @@ def test_silent_connection_times_out_of_the_handshake(echo_server, monkeypatch):
     monkeypatch.setattr(channel, "HANDSHAKE_TIMEOUT", 0.3)
     # the timeout is read when a connection is accepted, so open it after patching
     silent = socket.create_connection(server.address)
-    assert _wait(lambda: server.rejected == 1, timeout=3)
+    assert eventually(lambda: server.rejected == 1, timeout=3)
     silent.close()
 
 
