@@ -149,8 +149,8 @@ def main() -> None:
                         choices=["ours-df", "ours-rdd", "ours-datafeed", "ceiling", "tfos-row", "tfos-chunk"])
     parser.add_argument("--master", required=True)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--rows-per-worker", type=int, default=20000)
-    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--rows-per-worker", type=int, default=40000)
+    parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--partitions", type=int, default=8)
     parser.add_argument("--cores", type=int, default=2)
@@ -192,7 +192,7 @@ def main() -> None:
             data = make_data(spark, opts.impl, rows, opts.partitions)
             if opts.impl == "ours-df":
                 extra["spark-arrow"] = spark_arrow_rates(data, rows, opts.workers, opts.epochs + 1)[1:]
-            run = Run(sc, fn, args, opts.workers, input_mode="spark").start()
+            run = Run(sc, fn, args, opts.workers, input_mode="spark", feed_buffer_mb=16).start()
             run.train(data, num_epochs=opts.epochs)
         run.wait(1800)
         rates = list(run.results.values())

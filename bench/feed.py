@@ -1,8 +1,11 @@
 """InputMode.SPARK feeding throughput beside its anchor, in one run (by hand: ``python bench/feed.py``).
 
 F1  rows/s per worker for MNIST-sized rows (784 float32 + an int64 label), 2 TensorFlow nodes on
-    a standalone cluster of 2 workers x 2 cores, batches of 128, 3 epochs of 20,000 rows per
-    worker, median over every (node, epoch) window:
+    a standalone cluster of 2 workers x 2 cores, batches of 128, 2 epochs of 40,000 rows per
+    worker (nodes buffer 16 MiB, far less than an epoch's share, so that an epoch measures steady
+    feeding rather than a buffer filled while TensorFlow started). Every variant runs once per
+    round, in a rotating order, for 3 rounds, so that a busy spell of the machine does not fall on
+    one variant alone; the figure is the median over every (round, node, epoch) window:
       ours-df        a cached DataFrame through ``ctx.dataset`` (Arrow batches over the network)
       ours-rdd       a cached RDD of (numpy row, label) through ``ctx.dataset``
       ours-datafeed  the same RDD through our ``TFNode.DataFeed.next_batch`` (TFoS's loop)
@@ -11,7 +14,7 @@ F1  rows/s per worker for MNIST-sized rows (784 float32 + an int64 label), 2 Ten
       ceiling        ``tf.data.Dataset.from_tensor_slices`` over the same rows in the node's memory
       spark-arrow    Spark's own Arrow read of the cached DataFrame (no-op ``mapInArrow`` on all
                      4 slots, no TensorFlow running), per worker: what any Spark-fed path is bound by
-    Each runs as its own Spark application (bench/_feed_probe.py; tensorflowonspark in its own
+    Each probe runs as its own Spark application (bench/_feed_probe.py; tensorflowonspark in its own
     venv, see anchor_venv.sh) on the same cluster, one after the other. Goal: ours >= 20x
     tfos-row and >= 50% of the ceiling. Writes docs/feed_benchmark.png and bench/results/feed.json.
 """
@@ -73,11 +76,13 @@ def plot(medians: dict[str, float], path: Path, note: str) -> None:
     ax.invert_yaxis()
     ax.set_xlabel("rows/s per worker (median, log scale)")
     ax.set_title("InputMode.SPARK feeding, MNIST-sized rows (784 float32 + label)", fontsize=10)
+    base = medians.get("tfos-row")
     for y, v in enumerate(values):
-        ax.text(v * 1.05, y, f"{v:,.0f}", va="center", fontsize=8)
-    ax.set_xlim(right=max(values) * 4)
-    fig.text(0.01, 0.01, note, fontsize=7, color="#555555")
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
+        ratio = f"  ({v / base:.1f}x TFoS 1-row)" if base else ""
+        ax.text(v * 1.05, y, f"{v:,.0f}{ratio}", va="center", fontsize=8)
+    ax.set_xlim(right=max(values) * 8)
+    fig.text(0.01, 0.01, note, fontsize=7, color="#555555", wrap=True)
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
 
@@ -85,43 +90,60 @@ def plot(medians: dict[str, float], path: Path, note: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--rows-per-worker", type=int, default=20000)
-    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--rows-per-worker", type=int, default=40000)
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--skip-anchor", action="store_true")
     parser.add_argument("--plot", default=str(HERE.parent / "docs" / "feed_benchmark.png"))
+    parser.add_argument("--from-json", help="print and plot a saved bench/results/feed.json instead of measuring")
     opts = parser.parse_args()
+    if opts.from_json:
+        saved = json.loads(Path(opts.from_json).read_text())
+        report(saved["rates"], argparse.Namespace(**{**saved["opts"], "plot": opts.plot}), saved["loads"])
+        return
     anchor_python = None
     if not opts.skip_anchor:
         anchor_python = subprocess.run(["bash", str(HERE / "anchor_venv.sh")], check=True, capture_output=True,
                                        text=True).stdout.strip().splitlines()[-1]
-    load = os.getloadavg()[0]
+    loads = [os.getloadavg()[0]]
     started = time.time()
     rates: dict[str, list[float]] = {}
+    impls = ["ceiling", *OURS, *(ANCHOR if anchor_python else ())]
     with StandaloneCluster(workers=opts.workers, cores=2, memory="4g", gpus_per_worker=0) as cluster:
-        for impl in ("ceiling", *OURS, *(ANCHOR if anchor_python else ())):
-            python = anchor_python if impl in ANCHOR else sys.executable
-            for name, values in probe(python, impl, cluster.master_url, opts).items():
-                rates[name] = values
-                print(f"{name:14s} {statistics.median(values):>12,.0f} rows/s per worker  ({len(values)} windows)",
-                      flush=True)
+        for round_ in range(opts.rounds):
+            for impl in impls[round_ % len(impls):] + impls[:round_ % len(impls)]:
+                python = anchor_python if impl in ANCHOR else sys.executable
+                for name, values in probe(python, impl, cluster.master_url, opts).items():
+                    rates.setdefault(name, []).extend(values)
+                    loads.append(os.getloadavg()[0])
+                    print(f"round {round_ + 1}  {name:14s} {statistics.median(values):>10,.0f} rows/s per worker  "
+                          f"(load {loads[-1]:.1f})", flush=True)
+    medians = report(rates, opts, loads)
+    results = HERE / "results"
+    results.mkdir(exist_ok=True)
+    (results / "feed.json").write_text(json.dumps({"opts": vars(opts), "loads": loads, "rates": rates,
+                                                   "medians": medians, "seconds": time.time() - started}, indent=1))
+    print(f"\nplot: {opts.plot}  raw: {results / 'feed.json'}")
+
+
+def report(rates: dict[str, list[float]], opts, loads: list[float]) -> dict[str, float]:
+    """Print the table and draw the plot; returns the medians."""
     medians = {k: statistics.median(v) for k, v in rates.items()}
     base, ceiling = medians.get("tfos-row"), medians["ceiling"]
-    print(f"\nF1 feeding throughput, rows/s per worker (median of {opts.workers} nodes x {opts.epochs} epochs, "
-          f"batch {opts.batch}, {opts.rows_per_worker} rows per worker per epoch)")
+    print(f"\nF1 feeding throughput, rows/s per worker (median of {opts.rounds} rounds x {opts.workers} nodes x "
+          f"{opts.epochs} epochs, batch {opts.batch}, {opts.rows_per_worker} rows per worker per epoch)")
     print(f"{'':36s} {'rows/s':>10s} {'x TFoS 1-row':>13s} {'% of ceiling':>13s}")
     for impl in ROWS:
         if impl in medians:
             vs_tfos = f"{medians[impl] / base:.1f}x" if base else "-"
             print(f"{LABELS[impl]:36s} {medians[impl]:>10,.0f} {vs_tfos:>13s} {100 * medians[impl] / ceiling:>12.0f}%")
-    note = (f"2 TF nodes, standalone cluster 2 workers x 2 cores on a shared 2-core machine "
-            f"(load avg {load:.1f} at start), batch {opts.batch}, {opts.epochs} epochs; {time.strftime('%Y-%m-%d')}")
+    note = (f"{opts.workers} TF nodes on a standalone cluster of {opts.workers} workers x 2 cores, on a 2-core machine "
+            f"shared with other work (1-min load {min(loads):.1f} to {max(loads):.1f}); batch {opts.batch}; "
+            f"{opts.rounds} rounds x {opts.epochs} epochs x {opts.rows_per_worker:,} rows per worker")
+    print(note)
     plot(medians, Path(opts.plot), note)
-    results = HERE / "results"
-    results.mkdir(exist_ok=True)
-    (results / "feed.json").write_text(json.dumps({"opts": vars(opts), "load_at_start": load, "rates": rates,
-                                                   "medians": medians, "seconds": time.time() - started}, indent=1))
-    print(f"\nplot: {opts.plot}  raw: {results / 'feed.json'}")
+    return medians
 
 
 if __name__ == "__main__":

@@ -37,3 +37,9 @@ def test_a_node_without_a_feed_says_why():
         DataFeed(None)
     with pytest.raises(FeedError, match="only chief and worker nodes are fed"):
         feed_of(object())
+
+
+def test_feeding_when_the_nodes_hold_every_slot_fails_at_once_with_the_fix(local_spark):
+    run = Run(local_spark.sparkContext, noop, None, 2, input_mode="spark")  # local[2]: two slots, two nodes
+    with pytest.raises(FeedError, match="no task is left to feed them: add executors or cores"):
+        run.train(local_spark.range(3))

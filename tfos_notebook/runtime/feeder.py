@@ -174,8 +174,8 @@ class Feeder:
         if self.ended:
             raise FeedError("the feed was already ended (train(..., end_feed=True) or shutdown): pass "
                             "end_feed=False to every train() call but the last")
+        self._check_slots()  # first: with no free slot, even reading the sample row would wait forever
         source = _Data.of(data)
-        self._check_slots()
         addresses = self.wait_for_feeds(feed_timeout)
         with self._cond:
             self._passes += 1
