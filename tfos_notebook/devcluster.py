@@ -184,9 +184,14 @@ class StandaloneCluster:
         self.stop()
 
 
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
 def main() -> None:
     cluster = StandaloneCluster().start()
-    print(f"master: {cluster.master_url}  (Ctrl-C stops it)", flush=True)
+    print(f"master: {cluster.master_url}  (Ctrl-C or SIGTERM stops it)", flush=True)
+    signal.signal(signal.SIGTERM, _interrupt)  # so that the JVMs are stopped on SIGTERM too
     try:
         signal.pause()
     except KeyboardInterrupt:
