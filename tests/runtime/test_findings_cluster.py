@@ -33,10 +33,12 @@ def test_a_job_holding_a_slot_is_named_and_a_stall_is_diagnosed_within_seconds(s
 
     blocker = threading.Thread(target=lambda: sc.parallelize([0], 1).map(hold).collect(), daemon=True)
     blocker.start()
-    deadline = time.monotonic() + 30
-    while not sc.statusTracker().getActiveStageIds() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    time.sleep(1.0)  # the task is running on one of the two slots
+    deadline = time.monotonic() + 60
+    tracker = sc.statusTracker()
+    while time.monotonic() < deadline and not any(
+            (tracker.getStageInfo(s) or 0) and tracker.getStageInfo(s).numActiveTasks
+            for s in tracker.getActiveStageIds()):
+        time.sleep(0.1)  # until its task runs on one of the two slots
     run = Run(sc, quick, None, 2).start()
     assert "slots_held_by_other_jobs" in codes(run)
     [held] = [e.finding for e in run.events.events(FindingRaised) if e.finding.code == "slots_held_by_other_jobs"]
