@@ -11,7 +11,7 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON ?= $(abspath $(PY))
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: demo test lint venv clean bench
+.PHONY: demo test lint venv clean bench bench-feed bench-tensorboard bench-kernel
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -34,8 +34,18 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(PY) -m ruff check tfos_notebook tests bench example_notebooks
 
+# Benchmarks run by hand (not in CI), each beside its anchor in the same run; see docs/benchmarks.md.
 bench: $(STAMP)
 	$(PY) bench/launch.py
+
+bench-feed: $(STAMP)
+	$(PY) bench/feed.py
+
+bench-tensorboard: $(STAMP)
+	$(PY) bench/tb_freshness.py
+
+bench-kernel: $(STAMP)
+	$(PY) bench/kernel_responsiveness.py
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache
