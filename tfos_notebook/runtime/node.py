@@ -235,7 +235,9 @@ def run_node(plan: NodePlan, task: int, gpus: list[str]) -> dict:
         port = reservation.getsockname()[1]
         conn.send({"type": "register", "task": task, "attempt": plan.attempt, "host": host, "port": port,
                    "pid": os.getpid(), "gpus": gpus, "executor_id": spark_executor_id(), **installed_versions()})
-        threading.Thread(target=_report_leftovers, args=(plan.run_id, conn), daemon=True).start()
+        started = threading.Event()
+        reporter = threading.Thread(target=_report_leftovers, args=(plan.run_id, conn, started), daemon=True)
+        reporter.start()
         reply = conn.recv()
         if reply.get("type") != "cluster":
             reservation.close()
@@ -261,7 +263,8 @@ def run_node(plan: NodePlan, task: int, gpus: list[str]) -> dict:
         proc.stdin.write((json.dumps(go) + "\n").encode())
         proc.stdin.close()
         conn.send({"type": "state", "state": "running", "child_pid": proc.pid})
-        return _supervise(plan, task, proc, status_r, result_path, conn, log_dir if ship_logs else None)
+        started.set()
+        return _supervise(plan, task, proc, status_r, result_path, conn, log_dir if ship_logs else None, reporter)
     finally:
         _kill_group(proc, 0.5)
         try:
@@ -274,7 +277,7 @@ def run_node(plan: NodePlan, task: int, gpus: list[str]) -> dict:
 
 
 def _supervise(plan: NodePlan, task: int, proc: subprocess.Popen, status_r: int, result_path: str,
-               conn: channel.Connection, ship_dir: str | None) -> dict:
+               conn: channel.Connection, ship_dir: str | None, reporter: threading.Thread) -> dict:
     """Forward the child's output, progress and (from ``ship_dir``) event files, obey stop, and
     report its outcome."""
     fwd = _Forwarder(conn)
@@ -324,6 +327,7 @@ def _supervise(plan: NodePlan, task: int, proc: subprocess.Popen, status_r: int,
         if not tb and exit_code < 0:
             tb = f"the process was killed by signal {signal.Signals(-exit_code).name}"
         msg = {"type": "result", "ok": False, "traceback": tb, "exit_code": exit_code}
+    reporter.join(10)  # the leftover report goes out before the result closes the node's account
     try:
         conn.send(msg)
     except OSError:
@@ -345,12 +349,18 @@ def installed_versions() -> dict[str, str]:
     return {"python": ".".join(map(str, sys.version_info[:3])), "tensorflow": tf}
 
 
-def _report_leftovers(run_id: str, conn: channel.Connection) -> None:
-    """Tell the driver about processes of earlier runs (and foreign GPU holders) on this host."""
+def _report_leftovers(run_id: str, conn: channel.Connection, started: threading.Event,
+                      stall_secs: float = 2.0) -> None:
+    """Tell the driver about processes of earlier runs (and foreign GPU holders) on this host.
+
+    The scan costs a few hundred milliseconds of CPU, so it waits until the child was told to go,
+    or until the reservation has stalled for ``stall_secs`` (when its findings matter most), to
+    stay off the launch's critical path."""
     from dataclasses import asdict
 
     from .orphans import scan_host
 
+    started.wait(stall_secs)
     try:
         found = [asdict(x) for x in scan_host(exclude_runs={run_id})]
         if found:
