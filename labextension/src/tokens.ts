@@ -1,0 +1,55 @@
+/**
+ * Constants shared by the extension's parts, and the shape of a run as the server sends it.
+ */
+
+/** Path of the server extension's REST API under the server's base URL. */
+export const API_PATH = 'tfos-notebook/api';
+
+/**
+ * The iframe sandbox exceptions TensorBoard needs: it is a single-page app (scripts) that fetches
+ * its data from its own origin, the Jupyter server's, through jupyter-server-proxy (same-origin),
+ * and offers CSV/JSON downloads and links to open in a new tab.
+ */
+export const TENSORBOARD_SANDBOX = [
+  'allow-scripts',
+  'allow-same-origin',
+  'allow-downloads',
+  'allow-popups',
+  'allow-forms'
+] as const;
+
+/** How often the runs sidebar asks the server for the runs (milliseconds). */
+export const POLL_INTERVAL_MS = 2000;
+
+/** Ids of the extension's commands. */
+export namespace CommandIDs {
+  export const openRuns = 'tfos:open-runs';
+  export const openTensorBoard = 'tfos:open-tensorboard';
+  export const stopRun = 'tfos:stop-run';
+}
+
+/** Namespace of the TensorBoard panels' tracker (its key in the layout restorer's state). */
+export const TENSORBOARD_TRACKER = 'tfos-tensorboard';
+
+/** Id of the runs sidebar (its key in the layout restorer's state). */
+export const RUNS_SIDEBAR_ID = 'tfos-runs-sidebar';
+
+/** A run's states, as the registry names them. */
+export type RunState = 'reserving' | 'running' | 'finished' | 'failed' | 'stopped' | 'lost';
+
+/** One run of the registry, as `GET tfos-notebook/api/runs` sends it. */
+export interface IRun {
+  run_id: string;
+  name: string;
+  state: RunState;
+  ended: boolean;
+  num_nodes: number;
+  roles: string[];
+  host: string;
+  started_at: number | null;
+  ended_at: number | null;
+  step: number | null;
+  loss: number | null;
+  error: string | null;
+  tensorboard_url: string | null;
+}
