@@ -21,7 +21,14 @@ from typing import Any
 from . import channel, preflight
 from .ctx import FOREGROUND_ROLES, node_dir_name
 from .diagnose import Finding, Snapshot, blockers, diagnose, diagnose_failure
-from .errors import NodeError, PreflightError, ReservationTimeout, RunStopped, SparkJobError, TFOSError
+from .errors import (
+    ConfigError,
+    NodeError,
+    PreflightError,
+    ReservationTimeout,
+    RunStopped,
+    SparkJobError,
+)
 from .events import (
     ClusterReady,
     EventStream,
@@ -44,10 +51,6 @@ BACKGROUND_ROLES = ("ps", "evaluator")
 
 
 FileSink = Callable[[str, list[Chunk]], dict[str, int]]
-
-
-class ConfigError(TFOSError, ValueError):
-    """The launch was asked for something impossible (bad counts, unknown role)."""
 
 
 def plan_roles(num_nodes: int, num_ps: int = 0, master_node: str | None = "chief",
