@@ -20,7 +20,7 @@ from typing import Any
 
 from . import channel, preflight
 from .ctx import FOREGROUND_ROLES, node_dir_name
-from .diagnose import Finding, Snapshot, blockers, diagnose, diagnose_failure
+from .diagnose import Finding, Snapshot, blockers, diagnose, diagnose_failure, leftover_findings
 from .errors import (
     ConfigError,
     NodeError,
@@ -466,7 +466,7 @@ class Run:
                     self._leftovers[(x.host, x.pid)] = x
                     found.append(x)
         if found:
-            self._publish_findings(diagnose(Snapshot(0, leftovers=tuple(found), gpus_per_node=self.gpus_per_node)))
+            self._publish_findings(leftover_findings(tuple(found), self.gpus_per_node))
 
     def _set_state(self, node: _Node, state: str, detail: str = "") -> None:
         node.state = state
