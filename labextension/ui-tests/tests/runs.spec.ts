@@ -1,0 +1,88 @@
+/**
+ * A notebook trains a small model on 2 Spark workers; the runs sidebar lists the run, opens its
+ * TensorBoard in a main-area panel, and TensorBoard (behind jupyter-server-proxy, in the panel's
+ * iframe) draws the run's scalars. Saves docs/labextension.png.
+ */
+import { expect, test } from '@jupyterlab/galata';
+import * as path from 'path';
+
+const RUN = 'ui_digits';
+const MINUTE = 60 * 1000;
+
+// Two nodes each train tf-keras on scikit-learn's digits for three short epochs; Keras's
+// TensorBoard callback (ctx.callbacks) writes epoch_loss under ctx.log_dir, which the driver
+// mirrors into the run's TensorBoard.
+const TRAIN_CELL = `%%tfos_train --workers 2 --epochs 3 --name ${RUN}
+import tensorflow as tf
+from tfos_notebook.examples.digits import build_model, load_digits_split
+
+strategy = tf.distribute.MultiWorkerMirroredStrategy()
+x, y, _, _ = load_digits_split()
+data = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(64)
+with strategy.scope():
+    model = build_model()
+model.fit(data, epochs=args.epochs, steps_per_epoch=8, verbose=0,
+          callbacks=ctx.callbacks(checkpoint=False, backup=False))
+return "trained"`;
+
+/** The notebook, written as a file (typing into the editor would re-indent the cell). */
+function notebook(...cells: string[]): string {
+  return JSON.stringify({
+    cells: cells.map(source => ({
+      cell_type: 'code',
+      execution_count: null,
+      metadata: {},
+      outputs: [],
+      source
+    })),
+    metadata: { kernelspec: { display_name: 'Python 3', language: 'python', name: 'python3' } },
+    nbformat: 4,
+    nbformat_minor: 5
+  });
+}
+
+test('a training run shows in the runs sidebar and its TensorBoard draws the scalars', async ({
+  page,
+  tmpPath
+}) => {
+  test.setTimeout(8 * MINUTE);
+
+  const file = `${tmpPath}/train.ipynb`;
+  await page.contents.uploadContent(notebook('%load_ext tfos_notebook', TRAIN_CELL), 'text', file);
+  await page.notebook.openByPath(file);
+  await page.notebook.activate('train.ipynb');
+  await page.notebook.run();
+
+  // The sidebar, opened from the command palette's command.
+  await page.evaluate(() => (window as any).jupyterapp.commands.execute('tfos:open-runs'));
+  const sidebar = page.locator('#tfos-runs-sidebar');
+  await expect(sidebar).toBeVisible();
+  const row = sidebar.locator('.tfos-RunRow', { hasText: RUN });
+  await expect(row).toBeVisible({ timeout: 2 * MINUTE });
+  await expect(row.locator('.tfos-RunRow-state')).toHaveText(/reserving|running|finished/);
+
+  // Once the nodes report, the row shows step and loss; TensorBoard's URL comes with the run.
+  await expect(row.locator('.tfos-RunRow-metrics')).toContainText('loss', { timeout: 4 * MINUTE });
+  const open = row.locator('.tfos-RunRow-tensorboard');
+  await expect(open).toBeEnabled({ timeout: 2 * MINUTE });
+  await open.click();
+
+  const panel = page.locator('.tfos-TensorBoardPanel');
+  await expect(panel).toBeVisible();
+  const board = page.frameLocator('.tfos-TensorBoardPanel iframe');
+  const card = board.locator('scalar-card', { hasText: 'epoch_loss' }).first();
+  await expect(card).toBeVisible({ timeout: 4 * MINUTE });
+  await expect(card.locator('line-chart')).toBeVisible();
+
+  await expect(row.locator('.tfos-RunRow-state')).toHaveText('finished', { timeout: 4 * MINUTE });
+  await expect(row.locator('.tfos-RunRow-stop')).toBeDisabled();
+  await page.waitForTimeout(1500); // the chart's last points
+  await page.screenshot({
+    path: path.resolve(__dirname, '..', '..', '..', 'docs', 'labextension.png')
+  });
+
+  // After a reload the layout restorer re-opens the run's TensorBoard panel.
+  await page.reload();
+  await expect(page.locator('.tfos-TensorBoardPanel')).toBeVisible({ timeout: MINUTE });
+  await expect(board.locator('scalar-card').first()).toBeVisible({ timeout: 2 * MINUTE });
+});
