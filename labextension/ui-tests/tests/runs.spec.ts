@@ -1,7 +1,8 @@
 /**
  * A notebook trains a small model on 2 Spark workers; the runs sidebar lists the run, opens its
  * TensorBoard in a main-area panel, and TensorBoard (behind jupyter-server-proxy, in the panel's
- * iframe) draws the run's scalars. Saves docs/labextension.png.
+ * iframe) draws the run's scalars. Saves a screenshot to $TFOS_UI_SCREENSHOT (default
+ * docs/labextension.png).
  */
 import { expect, test } from '@jupyterlab/galata';
 import * as path from 'path';
@@ -78,11 +79,14 @@ test('a training run shows in the runs sidebar and its TensorBoard draws the sca
   await expect(row.locator('.tfos-RunRow-stop')).toBeDisabled();
   await page.waitForTimeout(1500); // the chart's last points
   await page.screenshot({
-    path: path.resolve(__dirname, '..', '..', '..', 'docs', 'labextension.png')
+    path:
+      process.env.TFOS_UI_SCREENSHOT ??
+      path.resolve(__dirname, '..', '..', '..', 'docs', 'labextension.png')
   });
 
   // After a reload the layout restorer re-opens the run's TensorBoard panel.
-  await page.reload();
+  // (a plain reload: Galata's page.reload() waits for conditions of its own test layout)
+  await page.evaluate(() => window.location.reload());
   await expect(page.locator('.tfos-TensorBoardPanel')).toBeVisible({ timeout: MINUTE });
   await expect(board.locator('scalar-card').first()).toBeVisible({ timeout: 2 * MINUTE });
 });

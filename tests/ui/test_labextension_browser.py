@@ -1,0 +1,83 @@
+"""The JupyterLab extension in a real browser: runs the Galata test in labextension/ui-tests
+(headless Debian chromium driven by Playwright, a JupyterLab of this checkout, a notebook that
+trains on 2 local Spark workers). See docs/labextension.md."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+LABEXT = REPO / "labextension"
+UI_TESTS = LABEXT / "ui-tests"
+BUILT = REPO / "tfos_notebook" / "labextension" / "package.json"
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.timeout(900),
+    pytest.mark.skipif(shutil.which("npx") is None or shutil.which("node") is None,
+                       reason="Node.js (node, npx) is not installed: the browser test of the JupyterLab "
+                              "extension needs Node 20+"),
+    pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK),
+                       reason=f"no chromium at {CHROMIUM}: install Debian's (`apt-get install chromium`, "
+                              "or `make ui-deps` as root) or set CHROMIUM to a Chromium binary"),
+]
+
+
+def _npm(args: list[str], cwd: Path, timeout: float) -> None:
+    done = subprocess.run(["npm", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, f"npm {' '.join(args)} failed in {cwd}:\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def ui_tests_ready() -> Path:
+    """The extension built from this checkout and the ui-tests' npm packages installed (both are
+    what ``make labext ui-deps`` does; done here when missing so that pytest alone works)."""
+    if not BUILT.exists():
+        _npm(["ci", "--no-audit", "--no-fund"], REPO, 600)
+        _npm(["run", "build"], LABEXT, 600)
+    if not (UI_TESTS / "node_modules" / "@jupyterlab" / "galata").exists():
+        _npm(["ci", "--no-audit", "--no-fund"], UI_TESTS, 600)
+    return UI_TESTS
+
+
+def test_a_notebook_run_appears_in_the_runs_sidebar_and_its_tensorboard_panel_draws_scalars(
+        ui_tests_ready, tmp_path):
+    screenshot = tmp_path / "labextension.png"
+    (tmp_path / "root").mkdir()
+    env = {
+        **os.environ,
+        # The JupyterLab, its kernels and their Spark nodes run this checkout with this interpreter.
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+        "PYSPARK_PYTHON": sys.executable,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "TF_CPP_MIN_LOG_LEVEL": "2",
+        "TFOS_UI_PORT": str(_free_port()),
+        "TFOS_UI_SCREENSHOT": str(screenshot),
+        "TFOS_NOTEBOOK_STATE_DIR": str(tmp_path / "state"),
+        "JUPYTERLAB_GALATA_ROOT_DIR": str(tmp_path / "root"),
+        "JUPYTER_CONFIG_DIR": str(tmp_path / "config"),
+        "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
+        "CHROMIUM": CHROMIUM,
+        "CI": "1",
+    }
+    done = subprocess.run(["npx", "playwright", "test"], cwd=ui_tests_ready, env=env, capture_output=True,
+                          text=True, timeout=840)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, f"the Galata test failed:\n{output[-12000:]}"
+    assert "1 passed" in output
+    assert screenshot.stat().st_size > 10_000
