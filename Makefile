@@ -11,7 +11,7 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON ?= $(abspath $(PY))
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: demo test lint venv clean bench bench-feed bench-tensorboard bench-kernel
+.PHONY: demo test lint venv clean bench bench-feed bench-tensorboard bench-kernel labext ui-deps chromium lab
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -27,7 +27,7 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(PY) example_notebooks/train_digits.py
 
-test: $(STAMP)
+test: $(STAMP) labext ui-deps
 	$(PY) -m ruff check tfos_notebook tests bench example_notebooks
 	$(PY) -m pytest -ra $(PYTEST_ARGS)
 
@@ -48,4 +48,39 @@ bench-kernel: $(STAMP)
 	$(PY) bench/kernel_responsiveness.py
 
 clean:
-	rm -rf $(VENV) build dist .pytest_cache
+	rm -rf $(VENV) build dist .pytest_cache node_modules labextension/ui-tests/node_modules \
+		labextension/lib labextension/tsconfig.tsbuildinfo tfos_notebook/labextension
+
+# The JupyterLab extension (labextension/ -> tfos_notebook/labextension). `pip install` builds it
+# too; this rebuilds it after an edit. jupyter-builder comes from the venv, Node 20+ from the PATH.
+NPM ?= npm
+CHROMIUM ?= /usr/bin/chromium
+LABEXT_BUILT := tfos_notebook/labextension/package.json
+LABEXT_SOURCES := $(wildcard labextension/src/*.ts labextension/style/*) labextension/package.json labextension/tsconfig.json
+
+labext: $(LABEXT_BUILT)
+
+node_modules/.package-lock.json: package-lock.json labextension/package.json
+	$(NPM) ci --no-audit --no-fund
+
+$(LABEXT_BUILT): $(LABEXT_SOURCES) node_modules/.package-lock.json | $(STAMP)
+	cd labextension && PATH="$(abspath $(VENV))/bin:$$PATH" $(NPM) run build
+	touch $@
+
+# The browser test's npm packages (Galata, Playwright) and Debian's chromium (Playwright cannot
+# download its own browsers here); without root the chromium step only warns and the test skips.
+ui-deps: labextension/ui-tests/node_modules/.package-lock.json chromium
+
+labextension/ui-tests/node_modules/.package-lock.json: labextension/ui-tests/package-lock.json
+	cd labextension/ui-tests && $(NPM) ci --no-audit --no-fund
+
+chromium:
+	@if [ -x "$(CHROMIUM)" ]; then :; \
+	elif [ "$$(id -u)" = 0 ]; then apt-get update -q && apt-get install -y -q chromium; \
+	elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then sudo apt-get update -q && sudo apt-get install -y -q chromium; \
+	else echo "WARNING: no $(CHROMIUM) and no root to install it: the JupyterLab browser test will be skipped"; fi
+
+# JupyterLab on the example notebooks, with this checkout's extension (rebuilt when edited).
+lab: $(STAMP) $(LABEXT_BUILT)
+	mkdir -p build/labextensions && ln -sfn "$(CURDIR)/tfos_notebook/labextension" build/labextensions/tfos-notebook
+	$(VENV)/bin/jupyter lab --notebook-dir=example_notebooks --LabApp.extra_labextensions_path="$(CURDIR)/build/labextensions"
