@@ -1,7 +1,7 @@
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
-import { RunsApiError, MISSING_PREFIX } from './errors';
+import { RunsApiError } from './errors';
 import { API_PATH, IRun } from './tokens';
 
 /** Client of the server extension's REST API (`<base_url>tfos-notebook/api/`). */
@@ -31,22 +31,27 @@ export class RunsApi {
   private async request<T>(path: string, init: RequestInit = {}): Promise<T> {
     const url = URLExt.join(this.settings.baseUrl, API_PATH, path);
     const response = await ServerConnection.makeRequest(url, init, this.settings);
-    let data: any = {};
+    let data: any = undefined;
     const text = await response.text();
     try {
       data = text ? JSON.parse(text) : {};
     } catch {
-      // A page that is not ours (the server's own 404 page): no JSON message.
+      // Not our answer (the server's own HTML error page).
     }
     if (!response.ok) {
-      const message =
-        data.message ??
-        (response.status === 404
-          ? `${MISSING_PREFIX} on this Jupyter server (${url} is not found): install tfos_notebook ` +
-            'in the environment of the server, run `jupyter server extension enable tfos_notebook.server`, ' +
-            'and restart the server.'
-          : `${response.status} ${response.statusText}`);
-      throw new RunsApiError(response.status, message);
+      if (typeof data?.message === 'string') {
+        throw new RunsApiError(response.status, data.message);
+      }
+      if (response.status === 404) {
+        throw new RunsApiError(
+          404,
+          'The tfos_notebook server extension is not enabled on this Jupyter server ' +
+            `(${url} is not found): install tfos_notebook in the server's environment, run ` +
+            '`jupyter server extension enable tfos_notebook.server`, and restart the server.',
+          true
+        );
+      }
+      throw new RunsApiError(response.status, `${response.status} ${response.statusText}`);
     }
     return data as T;
   }

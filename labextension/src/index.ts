@@ -100,7 +100,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
         const runs = await api.listRuns();
         const run = args.run
           ? runs.find(r => r.run_id === args.run || r.name === args.run)
-          : await pickRun(runs.filter(r => !r.ended && r.state !== 'lost'), 'Stop run');
+          : await pickRun(runs.filter(r => !r.ended), 'Stop run');
         if (run) {
           await stopRun(run);
           await sidebar.refresh();

@@ -38,7 +38,8 @@ export class RunsSidebar extends Widget {
     this.poll = new Poll({
       factory: () => this.refresh(),
       frequency: { interval: POLL_INTERVAL_MS, backoff: true, max: 30 * POLL_INTERVAL_MS },
-      standby: 'when-hidden'
+      // Idle while the sidebar is collapsed or the browser tab hidden.
+      standby: () => !this.isVisible || 'when-hidden'
     });
   }
 
@@ -65,6 +66,10 @@ export class RunsSidebar extends Widget {
       throw error; // the poll backs off
     }
     this.render();
+  }
+
+  protected onAfterShow(): void {
+    void this.poll.refresh();
   }
 
   dispose(): void {
@@ -108,13 +113,13 @@ export class RunsSidebar extends Widget {
       this.actions.openTensorBoard(run)
     );
     open.disabled = !run.tensorboard_url;
-    open.title = run.tensorboard_url ? 'Open the run\'s TensorBoard' : 'This run has no TensorBoard';
+    open.title = run.tensorboard_url ? "Open the run's TensorBoard" : 'This run has no TensorBoard';
     const stop = this.button('Stop', 'tfos-RunRow-stop', async () => {
       stop.disabled = true;
       await this.actions.stop(run);
       await this.refresh();
     });
-    stop.disabled = run.ended || run.state === 'lost';
+    stop.disabled = run.ended;
     const actions = document.createElement('span');
     actions.className = 'tfos-RunRow-actions';
     actions.append(open, stop);

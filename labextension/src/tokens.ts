@@ -42,6 +42,7 @@ export interface IRun {
   run_id: string;
   name: string;
   state: RunState;
+  /** finished, failed, stopped or lost: nothing left to stop. */
   ended: boolean;
   num_nodes: number;
   roles: string[];
