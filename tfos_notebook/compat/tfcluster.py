@@ -108,6 +108,10 @@ def run(sc, map_fun, tf_args, num_executors: int, num_ps: int = 0, tensorboard: 
         from ..tensorboard import attach_tensorboard
 
         board = attach_tensorboard(handle)
+    from ..notebook import registry
+
+    tracker = registry.track(handle)  # %tfos_runs, %%tfos_evaluate and JupyterLab find it
+    tracker.set_tensorboard(board)
     try:
         handle.start()
         handle.wait_for_reservations(reservation_timeout)

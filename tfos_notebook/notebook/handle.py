@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ..runtime.errors import TFOSError
 from ..runtime.events import EventStream, LaunchSubmitted, Log, RunFinished
 from ..runtime.launch import Run
+from . import registry
 from .capture import CellFunction, cell_error
 from .frontend import OutputTarget
 from .monitor import Monitor
@@ -59,6 +60,7 @@ class TrainRun:
             self.monitor = TextMonitor(run.name, run.run_id, result=lambda: run.result)
         self._pump = (EventPump(run.events, self.monitor.update, self.target, name=f"tfos-monitor-{run.run_id}")
                       if self.monitor is not None else None)
+        self.registry = registry.track(run, on_stop=self.stop)  # other kernels and JupyterLab see it
 
     def kill_leftovers(self) -> str:
         """Kill processes of earlier runs on the executors (this run's are left alone); a report."""
@@ -196,6 +198,7 @@ class TrainRun:
             self._to_monitor(lambda monitor: monitor.tensorboard_note(note, error=True))
             starting.set_exception(e)
             return
+        self.registry.set_tensorboard(board)
         try:
             self._to_monitor(lambda monitor: monitor.show_tensorboard(board.url))
         finally:  # after the monitor shows it: who waits for it finds it shown
@@ -225,6 +228,7 @@ class TrainRun:
         board = starting.result()
         running = _board(starting) is not None
         board.stop()
+        self.registry.set_tensorboard(None)
         if running:
             note = f"TensorBoard stopped; %tfos_tensorboard {self.name} starts it again"
             self._to_monitor(lambda monitor: monitor.tensorboard_note(note))

@@ -1,4 +1,4 @@
-"""``%%tfos_train``, ``%tfos_status``, ``%tfos_stop``, ``%tfos_tensorboard``, ``%tfos_diagnose`` and
+"""``%%tfos_train``, ``%tfos_status``, ``%tfos_runs``, ``%tfos_stop``, ``%tfos_tensorboard``, ``%tfos_diagnose`` and
 ``%tfos_cleanup``: argument parsers over :mod:`.api` and :mod:`.diagnostics`.
 
 Loaded with ``%load_ext tfos_notebook``. Errors a user can meet are shown as one message, without
@@ -14,7 +14,7 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from ..runtime.errors import TFOSError
-from . import api, diagnostics
+from . import api, diagnostics, registry
 
 
 def _concise(error: TFOSError) -> TFOSError:
@@ -77,6 +77,24 @@ class TFOSMagics(Magics):
     def tfos_status(self, line: str = "") -> None:
         """List the runs launched from this kernel and their state."""
         print(api.status_text(self.runs))
+
+    @magic_arguments()
+    @argument("--active", action="store_true", help="only runs still reserving or running")
+    @argument("--stop", metavar="RUN", help="ask the kernel that owns RUN (name or run id) to stop it")
+    @line_magic
+    def tfos_runs(self, line: str = "") -> None:
+        """List the runs of every kernel on this machine (the runs registry): state, step, loss, owner
+        process and TensorBoard URL; a run whose kernel died before it ended shows as ``lost``."""
+        a = parse_argstring(self.tfos_runs, line)
+        try:
+            if a.stop:
+                record = registry.request_stop(a.stop)
+                print(f"[tfos] asked kernel {record.owner_pid} to stop run {record.name}")
+                return
+            records = [r for r in registry.list_runs() if not (a.active and r.ended)]
+            print(registry.format_runs(records))
+        except TFOSError as e:
+            raise _concise(e) from None
 
     @magic_arguments()
     @argument("run", nargs="?", help="name or run id (default: the newest run still going)")

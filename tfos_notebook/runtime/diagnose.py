@@ -158,7 +158,7 @@ def diagnose(s: Snapshot) -> list[Finding]:
             "wait for those jobs, cancel them (sc.cancelJobGroup / the Spark UI), or ask for fewer nodes",
             WARNING,
         ))
-    findings += _leftover_findings(s)
+    findings += leftover_findings(s.leftovers, s.gpus_per_node)
     findings += _version_findings(s)
     if s.task_errors:
         findings.append(Finding(
@@ -254,9 +254,11 @@ def _leftover_line(x: Leftover) -> str:
     return f"{x.host} pid {x.pid} ({who}){gpu}: {x.cmdline}"
 
 
-def _leftover_findings(s: Snapshot) -> list[Finding]:
+def leftover_findings(leftovers: tuple[Leftover, ...], gpus_per_node: int = 0) -> list[Finding]:
+    """Findings about processes of earlier runs still alive and foreign processes holding GPUs;
+    leftovers on GPUs block a launch that asks for GPUs."""
     findings = []
-    ours = [x for x in s.leftovers if not x.foreign and not x.killed]
+    ours = [x for x in leftovers if not x.foreign and not x.killed]
     if ours:
         on_gpu = [x for x in ours if x.gpus]
         findings.append(Finding(
@@ -266,9 +268,9 @@ def _leftover_findings(s: Snapshot) -> list[Finding]:
             tuple(_leftover_line(x) for x in ours),
             "kill them with %tfos_cleanup --kill (or tfos_notebook.cleanup(sc, kill=True)), or the Kill "
             "leftovers button in the monitor",
-            BLOCKER if on_gpu and s.gpus_per_node else WARNING,
+            BLOCKER if on_gpu and gpus_per_node else WARNING,
         ))
-    foreign = [x for x in s.leftovers if x.foreign]
+    foreign = [x for x in leftovers if x.foreign]
     if foreign:
         findings.append(Finding(
             "gpu_held_by_foreign_process",

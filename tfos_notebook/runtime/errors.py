@@ -9,6 +9,10 @@ class TFOSError(Exception):
     """Base class of every error tfos_notebook raises on purpose."""
 
 
+class ConfigError(TFOSError, ValueError):
+    """Something impossible was asked for (bad counts, an unknown role or run, a bad option)."""
+
+
 class LaunchError(TFOSError):
     """A launch cannot proceed; ``findings`` say why (cause, evidence, remedy)."""
 

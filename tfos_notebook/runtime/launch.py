@@ -20,8 +20,15 @@ from typing import Any
 
 from . import channel, preflight
 from .ctx import FOREGROUND_ROLES, node_dir_name
-from .diagnose import Finding, Snapshot, blockers, diagnose, diagnose_failure
-from .errors import NodeError, PreflightError, ReservationTimeout, RunStopped, SparkJobError, TFOSError
+from .diagnose import Finding, Snapshot, blockers, diagnose, diagnose_failure, leftover_findings
+from .errors import (
+    ConfigError,
+    NodeError,
+    PreflightError,
+    ReservationTimeout,
+    RunStopped,
+    SparkJobError,
+)
 from .events import (
     ClusterReady,
     EventStream,
@@ -44,10 +51,6 @@ BACKGROUND_ROLES = ("ps", "evaluator")
 
 
 FileSink = Callable[[str, list[Chunk]], dict[str, int]]
-
-
-class ConfigError(TFOSError, ValueError):
-    """The launch was asked for something impossible (bad counts, unknown role)."""
 
 
 def plan_roles(num_nodes: int, num_ps: int = 0, master_node: str | None = "chief",
@@ -463,7 +466,7 @@ class Run:
                     self._leftovers[(x.host, x.pid)] = x
                     found.append(x)
         if found:
-            self._publish_findings(diagnose(Snapshot(0, leftovers=tuple(found), gpus_per_node=self.gpus_per_node)))
+            self._publish_findings(leftover_findings(tuple(found), self.gpus_per_node))
 
     def _set_state(self, node: _Node, state: str, detail: str = "") -> None:
         node.state = state

@@ -26,6 +26,7 @@ import psutil
 
 from ..devcluster import free_port
 from ..runtime.errors import TFOSError
+from ..runtime.statefiles import same_process, write_json_atomic
 
 HOST = "127.0.0.1"
 STATE_DIR_ENV = "TFOS_NOTEBOOK_STATE_DIR"
@@ -52,10 +53,7 @@ class TensorBoardInfo:
         return f"http://{HOST}:{self.port}/"
 
     def alive(self) -> bool:
-        try:
-            return abs(psutil.Process(self.pid).create_time() - self.create_time) < 1e-3
-        except psutil.Error:
-            return False
+        return same_process(self.pid, self.create_time)
 
 
 @dataclass(frozen=True)
@@ -253,11 +251,7 @@ def _tail(path: str, limit: int = 3000) -> str:
 
 
 def _write_entry(info: TensorBoardInfo) -> None:
-    path = os.path.join(registry_dir(), f"{info.pid}.json")
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(asdict(info), f)
-    os.replace(tmp, path)
+    write_json_atomic(os.path.join(registry_dir(), f"{info.pid}.json"), asdict(info))
 
 
 def _remove_entry(pid: int) -> None:
