@@ -25,8 +25,10 @@ No IPython import here: ``%%tfos_evaluate`` (magics.py) is a thin parser over :f
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
+import sys
 import threading
 import time
 import traceback
@@ -34,8 +36,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..runtime.errors import TFOSError
-from ..runtime.launch import ConfigError
+from ..runtime.errors import ConfigError, TFOSError
 from ..tensorboard.mirror import UnsafePathError, check_relpath
 from ..tensorboard.process import state_dir
 from . import registry
@@ -298,6 +299,7 @@ def evaluate_run(run: Any, fn: Callable[[Checkpoint], Mapping[str, Any]], *, eve
     if "/" in name:
         raise ConfigError(f"name {name!r} must be a plain directory name such as 'eval', without '/'")
     record = registry.get_run(which)
+    _same_keras_as_the_nodes()
     if not record.model_dir:
         raise ConfigError(f"run {record.name} has no model directory, so there are no checkpoints to evaluate: "
                           "launch it with --model-dir DIR (model_dir=...) and save checkpoints there, e.g. "
@@ -318,6 +320,14 @@ def _metrics(value: Any) -> Metrics:
         except (TypeError, ValueError):
             raise TypeError(f"the evaluation returned {key!r}: {type(v).__name__}, not a number") from None
     return metrics
+
+
+def _same_keras_as_the_nodes() -> None:
+    """Read checkpoints with the Keras the nodes wrote them with: the nodes use tf-keras when it is
+    installed (``TF_USE_LEGACY_KERAS=1``), so this process does too, unless TensorFlow is already
+    imported or the variable is set."""
+    if "tensorflow" not in sys.modules and importlib.util.find_spec("tf_keras") is not None:
+        os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 
 def _one_line(e: BaseException) -> str:
