@@ -40,6 +40,7 @@ from ..runtime.errors import ConfigError, TFOSError
 from ..tensorboard.mirror import UnsafePathError, check_relpath
 from ..tensorboard.process import state_dir
 from . import registry
+from .capture import cell_traceback, local_cell_function
 from .checkpoints import Checkpoint, CheckpointScanner
 from .frontend import OutputTarget
 from .view import format_metrics
@@ -203,8 +204,10 @@ class Evaluation:
             metrics = _metrics(self.fn(checkpoint))
         except Exception as e:
             tb = e.__traceback__.tb_next if e.__traceback__ is not None else None  # from the function's frame
-            failure = EvaluationFailure(checkpoint.step, checkpoint.path, _one_line(e),
-                                        "".join(traceback.format_exception(type(e), e, tb)))
+            text = "".join(traceback.format_exception(type(e), e, tb))
+            if isinstance(self.fn, EvaluationCell):
+                text = cell_traceback(text, self.fn.filename)
+            failure = EvaluationFailure(checkpoint.step, checkpoint.path, _one_line(e), text)
             self.failures.append(failure)
             self._say(f"step {checkpoint.step} failed: {failure.error}")
             if self._failed_in_a_row() >= self.max_failures:
@@ -260,6 +263,29 @@ class Evaluation:
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
         p.text(self.summary())
+
+
+@dataclass(frozen=True)
+class EvaluationCell:
+    """A ``%%tfos_evaluate`` cell as an evaluation function: the cell body runs in the kernel with
+    ``checkpoint`` and ``step`` in scope and the notebook's names visible; it returns the metrics."""
+
+    function: Callable[[Checkpoint, int], Any]
+    filename: str
+
+    def __call__(self, checkpoint: Checkpoint) -> Any:
+        return self.function(checkpoint, checkpoint.step)
+
+
+def evaluation_cell(body: str, user_ns: dict[str, Any], execution_count: int | None = None) -> EvaluationCell:
+    """Compile a ``%%tfos_evaluate`` cell body (see :class:`EvaluationCell`).
+
+    Raises:
+        CellError: a syntax error, reported at the cell's line.
+    """
+    function = local_cell_function(body, user_ns, "tfos_evaluate_cell", ("checkpoint", "step"), execution_count,
+                                   magic="tfos_evaluate")
+    return EvaluationCell(function, function.__code__.co_filename)
 
 
 def evaluate_run(run: Any, fn: Callable[[Checkpoint], Mapping[str, Any]], *, every: float = 10.0,
