@@ -168,3 +168,31 @@ def test_name_must_be_a_plain_directory_name(tmp_path):
     _run(tmp_path)
     with pytest.raises(ConfigError, match=r"name '../x' must be a plain directory name"):
         evaluate_run("digits", complete_checkpoint_metrics, name="../x")
+
+
+def test_evaluate_magic_runs_the_cell_per_checkpoint_with_checkpoint_and_step_in_scope(ip, tmp_path):
+    record = _run(tmp_path, name="magicrun", state="finished", ended_at=time.time())
+    _checkpoint(record.model_dir, 2)
+    ip.user_ns["scale"] = 10
+    result = ip.run_cell("%%tfos_evaluate magicrun --every 0.1 --settle 0\n"
+                         "assert checkpoint.step == step\n"
+                         "return {'scaled': step * scale}")
+    assert result.success, result.error_in_exec
+    assert result.result.wait(30) == [(2, {"scaled": 20.0})]
+
+
+def test_evaluate_magic_reports_a_cell_error_at_its_line_and_an_unknown_run_concisely(ip, tmp_path):
+    record = _run(tmp_path, name="magicrun2", state="finished", ended_at=time.time())
+    _checkpoint(record.model_dir, 1)
+    result = ip.run_cell("%%tfos_evaluate magicrun2 --every 0.1 --settle 0 --max-failures 1\n"
+                         "x = 1\n"
+                         "raise RuntimeError(f'bad weights {x}')")
+    with pytest.raises(EvaluationError) as raised:
+        result.result.wait(30)
+    assert 'File "<tfos_evaluate' in str(raised.value) and "line 3, in tfos_evaluate_cell" in str(raised.value)
+    assert "RuntimeError: bad weights 1" in str(raised.value)
+    bad = ip.run_cell("%%tfos_evaluate nosuchrun\nreturn {}")
+    assert isinstance(bad.error_in_exec, ConfigError)
+    assert bad.error_in_exec._render_traceback_()[0].startswith("ConfigError: no run named 'nosuchrun'")
+    syntax = ip.run_cell("%%tfos_evaluate magicrun2\nreturn {'a': 1\n")
+    assert "syntax error in the cell at line 2" in str(syntax.error_in_exec)
