@@ -134,7 +134,7 @@ class Evaluation:
         if self.state == "failed":
             last = self.failures[-1]
             raise EvaluationError(f"evaluation of run {self.run_name} stopped: the function failed on "
-                                  f"{self.max_failures} checkpoints in a row; the last, step {last.step} "
+                                  f"{_checkpoints(self.max_failures)} in a row; the last, step {last.step} "
                                   f"({last.path}):\n{last.traceback.rstrip()}")
         return list(self.results)
 
@@ -181,7 +181,7 @@ class Evaluation:
             self.state = "waiting"
             self._stop.wait(self.every)
         self.state = "stopped"
-        self._say(f"stopped after {len(self.results)} checkpoints")
+        self._say(f"stopped after {_checkpoints(len(self.results))}")
 
     def _refresh(self) -> Any:
         """The run's latest registry record (the last one read if the registry cannot be read)."""
@@ -195,7 +195,7 @@ class Evaluation:
         for name in unfinished:
             self._say(f"skipped {name}: it was never completely written")
         self.state = "finished"
-        self._say(f"finished: {len(self.results)} checkpoints evaluated, {len(self.failures)} failed "
+        self._say(f"finished: {_checkpoints(len(self.results))} evaluated, {len(self.failures)} failed "
                   f"(run {record.state})")
 
     def _evaluate(self, checkpoint: Checkpoint) -> None:
@@ -212,7 +212,7 @@ class Evaluation:
             self._say(f"step {checkpoint.step} failed: {failure.error}")
             if self._failed_in_a_row() >= self.max_failures:
                 self.state = "failed"
-                self._say(f"stopped: the function failed on {self.max_failures} checkpoints in a row "
+                self._say(f"stopped: the function failed on {_checkpoints(self.max_failures)} in a row "
                           "(tracebacks in .failures)")
             return
         self._write(checkpoint.step, metrics)
@@ -255,7 +255,7 @@ class Evaluation:
     def summary(self) -> str:
         last = f"; last: {format_metrics(*self.results[-1])}" if self.results else ""
         failed = f", {len(self.failures)} failed" if self.failures else ""
-        return (f"evaluation {self.name} of run {self.run_name}: {self.state}, {len(self.results)} checkpoints "
+        return (f"evaluation {self.name} of run {self.run_name}: {self.state}, {_checkpoints(len(self.results))} "
                 f"evaluated{failed}{last}")
 
     def __repr__(self) -> str:
@@ -354,6 +354,10 @@ def _same_keras_as_the_nodes() -> None:
     imported or the variable is set."""
     if "tensorflow" not in sys.modules and importlib.util.find_spec("tf_keras") is not None:
         os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
+
+def _checkpoints(n: int) -> str:
+    return f"{n} checkpoint" if n == 1 else f"{n} checkpoints"
 
 
 def _one_line(e: BaseException) -> str:
