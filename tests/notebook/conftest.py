@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 import pytest
+
+# the TensorBoard tests' helpers (event records, polling TensorBoard's HTTP API) serve these tests too
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tensorboard"))
 
 
 @pytest.fixture(scope="session")

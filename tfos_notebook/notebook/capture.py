@@ -46,9 +46,9 @@ class CellError(TFOSError):
         super().__init__(message)
 
 
-def cell_filename(execution_count: int | None) -> str:
+def cell_filename(execution_count: int | None, magic: str = "tfos_train") -> str:
     """The file name the cell's code carries in tracebacks."""
-    return f"<tfos_train In[{execution_count}]>" if execution_count else "<tfos_train cell>"
+    return f"<{magic} In[{execution_count}]>" if execution_count else f"<{magic} cell>"
 
 
 def _padded(body: str) -> str:
@@ -56,15 +56,17 @@ def _padded(body: str) -> str:
     return "\n" * MAGIC_LINES + body
 
 
-def _function_module(body: str, filename: str) -> ast.Module:
-    """``def tfos_train_cell(args, ctx): <body>`` as an AST whose lines are the cell's lines."""
+def _function_module(body: str, filename: str, name: str = FUNCTION_NAME,
+                     params: tuple[str, ...] = ("args", "ctx")) -> ast.Module:
+    """``def tfos_train_cell(args, ctx): <body>`` (or ``name(*params)``) as an AST whose lines are
+    the cell's lines."""
     try:
         tree = ast.parse(_padded(body), filename, "exec")
     except SyntaxError as e:
         raise _syntax_error(e) from None
-    arguments = ast.arguments(posonlyargs=[], args=[ast.arg("args"), ast.arg("ctx")], vararg=None,
+    arguments = ast.arguments(posonlyargs=[], args=[ast.arg(p) for p in params], vararg=None,
                               kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[])
-    func = ast.FunctionDef(name=FUNCTION_NAME, args=arguments, body=tree.body or [ast.Pass()],
+    func = ast.FunctionDef(name=name, args=arguments, body=tree.body or [ast.Pass()],
                            decorator_list=[], returns=None)
     if "type_params" in ast.FunctionDef._fields:  # Python 3.12+
         func.type_params = []
@@ -232,6 +234,23 @@ def capture_cell(body: str, user_ns: Mapping[str, Any], execution_count: int | N
     fn = CellFunction(body, filename, names)
     fn.register_source()
     return fn
+
+
+def local_cell_function(body: str, user_ns: dict[str, Any], name: str, params: tuple[str, ...],
+                        execution_count: int | None = None, magic: str = "tfos_train") -> Any:
+    """A cell body as the function ``name(*params)`` that runs here, in the kernel, with the
+    notebook's namespace as its globals (names are looked up when it runs, not captured).
+    Its code carries the file name ``<magic In[n]>`` and the cell's line numbers.
+
+    Raises:
+        CellError: a syntax error, with the cell line.
+    """
+    filename = cell_filename(execution_count, magic)
+    code = _compile(_function_module(body, filename, name, params), filename)
+    text = _padded(body)
+    linecache.cache[filename] = (len(text), None, text.splitlines(keepends=True), filename)
+    exec(code, user_ns)
+    return user_ns.pop(name)
 
 
 _FRAME = re.compile(r'^  File "(?P<file>[^"]+)", line \d+')

@@ -1,5 +1,6 @@
-"""``%%tfos_train``, ``%tfos_status``, ``%tfos_runs``, ``%tfos_stop``, ``%tfos_tensorboard``, ``%tfos_diagnose`` and
-``%tfos_cleanup``: argument parsers over :mod:`.api` and :mod:`.diagnostics`.
+"""``%%tfos_train``, ``%%tfos_evaluate``, ``%tfos_status``, ``%tfos_runs``, ``%tfos_stop``,
+``%tfos_tensorboard``, ``%tfos_diagnose`` and ``%tfos_cleanup``: argument parsers over :mod:`.api`,
+:mod:`.evaluate`, :mod:`.registry` and :mod:`.diagnostics`.
 
 Loaded with ``%load_ext tfos_notebook``. Errors a user can meet are shown as one message, without
 the magic's own traceback.
@@ -14,7 +15,8 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from ..runtime.errors import TFOSError
-from . import api, diagnostics, registry
+from . import api, diagnostics, evaluate, registry
+from .frontend import OutputTarget
 
 
 def _concise(error: TFOSError) -> TFOSError:
@@ -93,6 +95,45 @@ class TFOSMagics(Magics):
                 return
             records = [r for r in registry.list_runs() if not (a.active and r.ended)]
             print(registry.format_runs(records))
+        except TFOSError as e:
+            raise _concise(e) from None
+
+    @magic_arguments()
+    @argument("run", help="name or run id of a run of any kernel on this machine (see %%tfos_runs)")
+    @argument("--every", type=float, default=10.0, help="seconds between looks for new checkpoints (default 10)")
+    @argument("--name", default="eval", help="the TensorBoard run the curves appear as (default eval)")
+    @argument("--settle", type=float, default=2.0,
+              help="seconds a checkpoint file must stay unchanged before it is read, when no TensorFlow "
+                   "'checkpoint' state file names it (default 2)")
+    @argument("--max-failures", type=int, default=3,
+              help="failures of the cell in a row after which the evaluation stops (default 3)")
+    @argument("--latest-only", action="store_true",
+              help="while the run goes on, evaluate only the newest new checkpoint (for slow evaluations)")
+    @cell_magic
+    def tfos_evaluate(self, line: str, cell: str) -> Any:
+        """Evaluate each checkpoint of a run as it appears, here in this kernel, and draw the metrics
+        in the run's TensorBoard as run ``eval`` beside its training curves.
+
+        The cell runs once per new checkpoint of the run's model directory, oldest first, with
+        ``checkpoint`` (``.path``, ``.step``, ``.restore(model)``) and ``step`` in scope and the
+        notebook's names visible; it returns a dict of numbers, written as scalars at ``step``::
+
+            %%tfos_evaluate digits
+            model = checkpoint.restore(build_model())
+            loss, accuracy = model.evaluate(x_test, y_test, verbose=0)
+            return {"loss": loss, "accuracy": accuracy}
+
+        Returns at once with an ``Evaluation`` handle (``wait()``, ``stop()``, ``state``,
+        ``results``, ``failures``); a line per checkpoint follows this cell. It ends once the run
+        has ended and its last checkpoint is evaluated. A cell that raises is reported for that
+        checkpoint and the next one is evaluated; ``--max-failures`` in a row stop it.
+        """
+        a = parse_argstring(self.tfos_evaluate, line)
+        try:
+            fn = evaluate.evaluation_cell(cell, self.shell.user_ns, self.shell.displayhook.prompt_count)
+            return evaluate.evaluate_run(a.run, fn, every=a.every, name=a.name, settle=a.settle,
+                                         max_failures=a.max_failures, latest_only=a.latest_only,
+                                         target=OutputTarget(self.shell))
         except TFOSError as e:
             raise _concise(e) from None
 

@@ -1,0 +1,375 @@
+"""Evaluate a run's checkpoints as they appear, from any kernel or script on the driver.
+
+``evaluate_run("digits", fn)`` finds the run in the runs registry, and on a background thread
+waits for each new checkpoint in the run's model directory, calls ``fn(checkpoint)`` (a
+:class:`~.checkpoints.Checkpoint`: ``path``, ``step``, ``restore(model)``), and writes the
+metrics it returns as TensorBoard scalars at the checkpoint's step into ``<mirror>/eval``: the
+run's own TensorBoard shows them as the run ``eval`` beside the nodes' training curves. It stops
+once the run has ended and its last checkpoint is evaluated.
+
+Evaluation never touches the training: it only reads files the nodes have finished writing (see
+:mod:`.checkpoints`), on the driver, from a thread whose CPU priority is lowered.
+
+    from tfos_notebook.notebook.evaluate import evaluate_run
+
+    def accuracy(checkpoint):
+        model = checkpoint.restore(build_model())
+        loss, acc = model.evaluate(x_test, y_test, verbose=0)
+        return {"loss": loss, "accuracy": acc}
+
+    ev = evaluate_run("digits", accuracy, every=10)
+    ev.wait()          # [(1, {"loss": ..., "accuracy": ...}), (2, {...}), ...]
+
+No IPython import here: ``%%tfos_evaluate`` (magics.py) is a thin parser over :func:`evaluate_run`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..runtime.errors import ConfigError, TFOSError
+from ..tensorboard.mirror import UnsafePathError, check_relpath
+from ..tensorboard.process import state_dir
+from . import registry
+from .capture import cell_traceback, local_cell_function
+from .checkpoints import Checkpoint, CheckpointScanner
+from .frontend import OutputTarget
+from .view import format_metrics
+
+log = logging.getLogger(__name__)
+
+PREFIX = "[tfos]"
+NICE_INCREMENT = 10
+
+Metrics = dict[str, float]
+
+
+class EvaluationError(TFOSError):
+    """The evaluation function failed on too many checkpoints in a row; the evaluation stopped."""
+
+
+@dataclass(frozen=True)
+class EvaluationFailure:
+    """The evaluation function raised (or returned no metrics) on one checkpoint.
+
+    Attributes: step and path of the checkpoint; error: one line (``ValueError: ...``);
+    traceback: the traceback from the function's own frame down.
+    """
+
+    step: int
+    path: str
+    error: str
+    traceback: str
+
+
+class Evaluation:
+    """An evaluation of a run's checkpoints running on a background thread.
+
+    Made by :func:`evaluate_run`. ``state`` is ``waiting`` (for the next checkpoint),
+    ``evaluating``, ``finished`` (the run ended and every checkpoint was evaluated), ``stopped``
+    (``stop()``) or ``failed`` (the function failed on ``max_failures`` checkpoints in a row);
+    ``results`` lists ``(step, metrics)`` per evaluated checkpoint, ``failures`` the
+    :class:`EvaluationFailure` of each checkpoint the function failed on, and ``logdir`` is where
+    the scalars go (None until the first is written).
+
+    A function that fails on one checkpoint is reported (a line with the error; the traceback in
+    ``failures``) and the next checkpoint is evaluated anyway; after ``max_failures`` failures in a
+    row the evaluation stops and ``wait()`` raises :class:`EvaluationError`.
+    """
+
+    def __init__(self, record: Any, fn: Callable[[Checkpoint], Mapping[str, Any]], *, every: float = 10.0,
+                 name: str = "eval", settle: float = 2.0, max_failures: int = 3, latest_only: bool = False,
+                 lookup: Callable[[str], Any] | None = None, say: Callable[[str], None] = print,
+                 target: OutputTarget | None = None) -> None:
+        self.run_id, self.run_name, self.name = record.run_id, record.name, name
+        self.fn, self.every, self.max_failures, self.latest_only = fn, every, max_failures, latest_only
+        self.settle = settle
+        self.scanner = CheckpointScanner(record.model_dir, settle)
+        self.results: list[tuple[int, Metrics]] = []
+        self.failures: list[EvaluationFailure] = []
+        self.logdir: str | None = None
+        self.state = "waiting"
+        self._record = record
+        self._lookup = lookup or registry.get_run
+        self._say_to, self.target = say, target or OutputTarget()
+        self._writer = None
+        self._stop = threading.Event()
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True, name=f"tfos-eval-{self.run_id}-{name}")
+
+    # -- control ---------------------------------------------------------------------------------
+    def start(self) -> Evaluation:
+        self._thread.start()
+        return self
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop after the checkpoint being evaluated (if any); returns once the thread ended."""
+        self._stop.set()
+        self._thread.join(timeout)
+
+    def wait(self, timeout: float | None = None) -> list[tuple[int, Metrics]]:
+        """Block until the evaluation ends (the run ended and its last checkpoint was evaluated) and
+        return ``results``.
+
+        Raises:
+            EvaluationError: it stopped because the function failed ``max_failures`` times in a row.
+            TimeoutError: still going after ``timeout`` seconds.
+        """
+        with self.target.follow_caller():
+            if not self._done.wait(timeout):
+                raise TimeoutError(f"evaluation of run {self.run_name} still {self.state} after {timeout}s")
+        if self.state == "failed":
+            last = self.failures[-1]
+            raise EvaluationError(f"evaluation of run {self.run_name} stopped: the function failed on "
+                                  f"{_checkpoints(self.max_failures)} in a row; the last, step {last.step} "
+                                  f"({last.path}):\n{last.traceback.rstrip()}")
+        return list(self.results)
+
+    # -- the loop --------------------------------------------------------------------------------
+    def _loop(self) -> None:
+        _lower_priority()
+        try:
+            self._say(f"watching {self.scanner.model_dir} for checkpoints every {self.every:g}s")
+            self._watch()
+        except Exception as e:  # a bug or a broken model dir: say it rather than die silently
+            log.exception("evaluation of run %s", self.run_name)
+            self.state = "failed"
+            self.failures.append(EvaluationFailure(-1, self.scanner.model_dir, _one_line(e),
+                                                   traceback.format_exc()))
+            self._say(f"stopped: {_one_line(e)}")
+        finally:
+            if self._writer is not None:
+                self._writer.close()
+            self._done.set()
+
+    def _watch(self) -> None:
+        ended_at: float | None = None
+        while not self._stop.is_set():
+            record = self._refresh()
+            if record.ended and ended_at is None:
+                ended_at = time.monotonic()
+            checkpoints, pending = self.scanner.scan(final=ended_at is not None)
+            if self.latest_only and not ended_at:
+                checkpoints = checkpoints[-1:]
+            for checkpoint in checkpoints:
+                if self._stop.is_set():
+                    break
+                self._evaluate(checkpoint)
+                if self.state == "failed":
+                    return
+            if ended_at is not None:
+                # the run wrote its last file before it ended: what is still unfinished once every
+                # file settled never will be
+                if not pending or time.monotonic() - ended_at > 2 * self.settle + 1:
+                    self._finish(record, pending)
+                    return
+                self._stop.wait(min(0.5, self.every))
+                continue
+            self.state = "waiting"
+            self._stop.wait(self.every)
+        self.state = "stopped"
+        self._say(f"stopped after {_checkpoints(len(self.results))}")
+
+    def _refresh(self) -> Any:
+        """The run's latest registry record (the last one read if the registry cannot be read)."""
+        try:
+            self._record = self._lookup(self.run_id)
+        except (OSError, ValueError, TFOSError) as e:
+            log.warning("evaluation of run %s: cannot read the run's record: %s", self.run_name, e)
+        return self._record
+
+    def _finish(self, record: Any, unfinished: list[str]) -> None:
+        for name in unfinished:
+            self._say(f"skipped {name}: it was never completely written")
+        self.state = "finished"
+        self._say(f"finished: {_checkpoints(len(self.results))} evaluated, {len(self.failures)} failed "
+                  f"(run {record.state})")
+
+    def _evaluate(self, checkpoint: Checkpoint) -> None:
+        self.state = "evaluating"
+        try:
+            metrics = _metrics(self.fn(checkpoint))
+        except Exception as e:
+            tb = e.__traceback__.tb_next if e.__traceback__ is not None else None  # from the function's frame
+            text = "".join(traceback.format_exception(type(e), e, tb))
+            if isinstance(self.fn, EvaluationCell):
+                text = cell_traceback(text, self.fn.filename)
+            failure = EvaluationFailure(checkpoint.step, checkpoint.path, _one_line(e), text)
+            self.failures.append(failure)
+            self._say(f"step {checkpoint.step} failed: {failure.error}")
+            if self._failed_in_a_row() >= self.max_failures:
+                self.state = "failed"
+                self._say(f"stopped: the function failed on {_checkpoints(self.max_failures)} in a row "
+                          "(tracebacks in .failures)")
+            return
+        self._write(checkpoint.step, metrics)
+        self.results.append((checkpoint.step, metrics))
+        self._say(format_metrics(checkpoint.step, metrics))
+
+    def _failed_in_a_row(self) -> int:
+        last_ok = self.results[-1][0] if self.results else None
+        return sum(1 for f in self.failures if last_ok is None or f.step > last_ok)
+
+    def _write(self, step: int, metrics: Metrics) -> None:
+        import tensorflow as tf
+
+        if self._writer is None:
+            self.logdir = self._choose_logdir(self._record)
+            self._writer = tf.summary.create_file_writer(self.logdir)
+        with self._writer.as_default():
+            for tag, value in metrics.items():
+                tf.summary.scalar(tag, value, step=step)
+        self._writer.flush()  # TensorBoard shows the point within about a second
+
+    def _choose_logdir(self, record: Any) -> str:
+        if record.mirror_dir:
+            where = f" (TensorBoard at {record.tensorboard_url})" if record.tensorboard_url else ""
+            self._say(f"curves go to the run's TensorBoard as run {self.name!r}{where}")
+            return os.path.join(record.mirror_dir, self.name)
+        logdir = os.path.join(state_dir(), "evals", self.run_id, self.name)
+        self._say(f"run {self.run_name} has no TensorBoard: curves go to {logdir} "
+                  f"(%tfos_tensorboard {os.path.dirname(logdir)} shows them)")
+        return logdir
+
+    def _say(self, text: str) -> None:
+        try:
+            with self.target.active():
+                self._say_to(f"{PREFIX} {self.name} of {self.run_name}: {text}")
+        except Exception:  # a broken output must not stop the evaluation
+            log.exception("evaluation output failed")
+
+    # -- display ---------------------------------------------------------------------------------
+    def summary(self) -> str:
+        last = f"; last: {format_metrics(*self.results[-1])}" if self.results else ""
+        failed = f", {len(self.failures)} failed" if self.failures else ""
+        return (f"evaluation {self.name} of run {self.run_name}: {self.state}, {_checkpoints(len(self.results))} "
+                f"evaluated{failed}{last}")
+
+    def __repr__(self) -> str:
+        return f"<Evaluation {self.summary()}>"
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(self.summary())
+
+
+@dataclass(frozen=True)
+class EvaluationCell:
+    """A ``%%tfos_evaluate`` cell as an evaluation function: the cell body runs in the kernel with
+    ``checkpoint`` and ``step`` in scope and the notebook's names visible; it returns the metrics."""
+
+    function: Callable[[Checkpoint, int], Any]
+    filename: str
+
+    def __call__(self, checkpoint: Checkpoint) -> Any:
+        return self.function(checkpoint, checkpoint.step)
+
+
+def evaluation_cell(body: str, user_ns: dict[str, Any], execution_count: int | None = None) -> EvaluationCell:
+    """Compile a ``%%tfos_evaluate`` cell body (see :class:`EvaluationCell`).
+
+    Raises:
+        CellError: a syntax error, reported at the cell's line.
+    """
+    function = local_cell_function(body, user_ns, "tfos_evaluate_cell", ("checkpoint", "step"), execution_count,
+                                   magic="tfos_evaluate")
+    return EvaluationCell(function, function.__code__.co_filename)
+
+
+def evaluate_run(run: Any, fn: Callable[[Checkpoint], Mapping[str, Any]], *, every: float = 10.0,
+                 name: str = "eval", settle: float = 2.0, max_failures: int = 3, latest_only: bool = False,
+                 say: Callable[[str], None] = print, target: OutputTarget | None = None) -> Evaluation:
+    """Evaluate the checkpoints of ``run`` as they appear, on a background thread; returns at once.
+
+    Args:
+        run: the run's name or run id in the runs registry (any kernel's run on this driver), or a
+            run handle (``TrainRun``, ``Run``).
+        fn: called with each new :class:`~.checkpoints.Checkpoint` (``path``, ``step``,
+            ``restore(model)``), oldest first; returns a dict of scalar metrics (numbers, numpy or
+            TensorFlow scalars), written as TensorBoard scalars at the checkpoint's step.
+        every: seconds between looks at the model directory while the run goes on.
+        name: the TensorBoard run the curves appear as (a directory under the run's mirror).
+        settle: seconds a checkpoint file must be left unchanged before it is read, when no
+            TensorFlow ``checkpoint`` state file vouches for it.
+        max_failures: failures of ``fn`` in a row after which the evaluation stops.
+        latest_only: while the run goes on, evaluate only the newest new checkpoint of each look
+            (for an evaluation slower than training); the default evaluates every checkpoint.
+        say: where the lines for the user go (one per evaluated checkpoint).
+        target: the notebook cell those lines follow (see ``frontend.OutputTarget``).
+
+    Raises:
+        ConfigError: no such run in the registry (the message lists the known ones), a run
+            without a model directory, or a ``name`` that is not a plain directory name.
+    """
+    which = run if isinstance(run, str) else getattr(run, "run_id", None)
+    if not which:
+        raise ConfigError(f"run must be a run's name or run id, or a run handle; got {type(run).__name__}")
+    if every <= 0 or settle < 0 or max_failures < 1:
+        raise ConfigError("every must be more than 0, settle 0 or more, max_failures at least 1")
+    try:
+        check_relpath(name)
+    except UnsafePathError:
+        raise ConfigError(f"name {name!r} must be a plain directory name such as 'eval'") from None
+    if "/" in name:
+        raise ConfigError(f"name {name!r} must be a plain directory name such as 'eval', without '/'")
+    record = registry.get_run(which)
+    _same_keras_as_the_nodes()
+    if not record.model_dir:
+        raise ConfigError(f"run {record.name} has no model directory, so there are no checkpoints to evaluate: "
+                          "launch it with --model-dir DIR (model_dir=...) and save checkpoints there, e.g. "
+                          "with callbacks=ctx.callbacks()")
+    return Evaluation(record, fn, every=every, name=name, settle=settle, max_failures=max_failures,
+                      latest_only=latest_only, say=say, target=target).start()
+
+
+def _metrics(value: Any) -> Metrics:
+    """``value`` as ``{tag: float}``; TypeError naming what is wrong otherwise."""
+    if not isinstance(value, Mapping) or not value:
+        raise TypeError(f"the evaluation returned {type(value).__name__}, not a dict of metrics such as "
+                        "{'accuracy': 0.93}")
+    metrics = {}
+    for key, v in value.items():
+        try:
+            metrics[str(key)] = float(v)
+        except (TypeError, ValueError):
+            raise TypeError(f"the evaluation returned {key!r}: {type(v).__name__}, not a number") from None
+    return metrics
+
+
+def _same_keras_as_the_nodes() -> None:
+    """Read checkpoints with the Keras the nodes wrote them with: the nodes use tf-keras when it is
+    installed (``TF_USE_LEGACY_KERAS=1``), so this process does too, unless TensorFlow is already
+    imported or the variable is set."""
+    if "tensorflow" not in sys.modules and importlib.util.find_spec("tf_keras") is not None:
+        os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
+
+def _checkpoints(n: int) -> str:
+    return f"{n} checkpoint" if n == 1 else f"{n} checkpoints"
+
+
+def _one_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
+
+
+def _lower_priority() -> None:
+    """Lower this thread's CPU priority (Linux nices threads one by one; TensorFlow's thread pools,
+    created by the first thread that runs an op, inherit it)."""
+    try:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + NICE_INCREMENT))
+    except (AttributeError, OSError):  # not Linux, or not allowed: run at normal priority
+        pass
