@@ -1,7 +1,7 @@
 /**
  * A notebook trains a small model on 2 Spark workers; the runs sidebar lists the run, opens its
  * TensorBoard in a main-area panel, and TensorBoard (behind jupyter-server-proxy, in the panel's
- * iframe) draws the run's scalars. Saves a screenshot to $TFOS_UI_SCREENSHOT (default
+ * iframe) draws the run's scalars; a second, long run is stopped from the sidebar. Saves a screenshot to $TFOS_UI_SCREENSHOT (default
  * docs/labextension.png).
  */
 import { expect, test } from '@jupyterlab/galata';
@@ -26,6 +26,14 @@ model.fit(data, epochs=args.epochs, steps_per_epoch=8, verbose=0,
           callbacks=ctx.callbacks(checkpoint=False, backup=False))
 return "trained"`;
 
+// A run that would go on for minutes, for the sidebar's Stop button.
+const LONG_RUN = 'ui_long';
+const LONG_CELL = `%%tfos_train --workers 2 --name ${LONG_RUN} --no-tensorboard --monitor none
+import time
+for i in range(3000):
+    ctx.report(i, loss=1.0 / (i + 1))
+    time.sleep(0.1)`;
+
 /** The notebook, written as a file (typing into the editor would re-indent the cell). */
 function notebook(...cells: string[]): string {
   return JSON.stringify({
@@ -49,10 +57,15 @@ test('a training run shows in the runs sidebar and its TensorBoard draws the sca
   test.setTimeout(8 * MINUTE);
 
   const file = `${tmpPath}/train.ipynb`;
-  await page.contents.uploadContent(notebook('%load_ext tfos_notebook', TRAIN_CELL), 'text', file);
+  await page.contents.uploadContent(
+    notebook('%load_ext tfos_notebook', TRAIN_CELL, LONG_CELL),
+    'text',
+    file
+  );
   await page.notebook.openByPath(file);
   await page.notebook.activate('train.ipynb');
-  await page.notebook.run();
+  await page.notebook.runCell(0);
+  await page.notebook.runCell(1);
 
   // The sidebar, opened from the command palette's command.
   await page.evaluate(() => (window as any).jupyterapp.commands.execute('tfos:open-runs'));
@@ -84,10 +97,30 @@ test('a training run shows in the runs sidebar and its TensorBoard draws the sca
       path.resolve(__dirname, '..', '..', '..', 'docs', 'labextension.png')
   });
 
-  // After a reload the layout restorer re-opens the run's TensorBoard panel.
+  // A long run, stopped from the sidebar: the kernel that owns it stops it.
+  await page.notebook.activate('train.ipynb');
+  await page.notebook.runCell(2);
+  const long = sidebar.locator('.tfos-RunRow', { hasText: LONG_RUN });
+  await expect(long.locator('.tfos-RunRow-state')).toHaveText('running', { timeout: 2 * MINUTE });
+  await expect(long.locator('.tfos-RunRow-tensorboard')).toBeDisabled(); // --no-tensorboard
+  await long.locator('.tfos-RunRow-stop').click();
+  await expect(long.locator('.tfos-RunRow-state')).toHaveText('stopped', { timeout: MINUTE });
+  await expect(long.locator('.tfos-RunRow-stop')).toBeDisabled();
+
+  // The TensorBoard button of a run whose panel is open brings that panel back to the front.
+  await open.click();
+  await expect(page.locator('.tfos-TensorBoardPanel')).toHaveCount(1);
+  await expect(panel).toBeVisible();
+
+  // After a reload the layout restorer re-opens the run's TensorBoard panel (with its tab).
   // (a plain reload: Galata's page.reload() waits for conditions of its own test layout)
+  const reloaded = page.waitForEvent('load');
   await page.evaluate(() => window.location.reload());
-  await expect(page.locator('.tfos-TensorBoardPanel')).toBeVisible({ timeout: MINUTE });
+  await reloaded;
+  await page.waitForFunction(() => (window as any).jupyterapp?.restored, null, { timeout: MINUTE });
+  await page.evaluate(() => (window as any).jupyterapp.restored);
+  await expect(page.locator('.tfos-TensorBoardPanel')).toHaveCount(1, { timeout: MINUTE });
+  await page.locator('.lm-TabBar-tab', { hasText: `TensorBoard: ${RUN}` }).click();
   await expect(board.locator('scalar-card').first()).toBeVisible({ timeout: 2 * MINUTE });
 });
 
