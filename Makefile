@@ -31,8 +31,9 @@ test: $(STAMP) labext ui-deps
 	$(PY) -m ruff check tfos_notebook tests bench example_notebooks
 	$(PY) -m pytest -ra $(PYTEST_ARGS)
 
-lint: $(STAMP)
+lint: $(STAMP) node_modules/.package-lock.json
 	$(PY) -m ruff check tfos_notebook tests bench example_notebooks
+	cd labextension && $(NPM) run --silent prettier:check
 
 # Benchmarks run by hand (not in CI), each beside its anchor in the same run; see docs/benchmarks.md.
 bench: $(STAMP)

@@ -1,14 +1,5 @@
-import {
-  ILayoutRestorer,
-  JupyterFrontEnd,
-  JupyterFrontEndPlugin
-} from '@jupyterlab/application';
-import {
-  ICommandPalette,
-  InputDialog,
-  Notification,
-  WidgetTracker
-} from '@jupyterlab/apputils';
+import { ILayoutRestorer, JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
+import { ICommandPalette, InputDialog, Notification, WidgetTracker } from '@jupyterlab/apputils';
 import { listIcon } from '@jupyterlab/ui-components';
 
 import { RunsApi } from './api';
@@ -52,7 +43,13 @@ const plugin: JupyterFrontEndPlugin<void> = {
         app.shell.activateById(open.id);
         return open;
       }
-      const run = await api.getRun(which);
+      let run: IRun;
+      try {
+        run = await api.getRun(which);
+      } catch (error) {
+        Notification.error(`Cannot open the TensorBoard of ${which}: ${(error as Error).message}`);
+        return undefined;
+      }
       if (!run.tensorboard_url) {
         Notification.warning(`Run ${run.name} has no TensorBoard (yet).`, { autoClose: 5000 });
         return undefined;
@@ -85,12 +82,17 @@ const plugin: JupyterFrontEndPlugin<void> = {
       execute: () => app.shell.activateById(sidebar.id)
     });
     app.commands.addCommand(CommandIDs.openTensorBoard, {
-      label: args => (args.run ? `TFOS: Open TensorBoard for ${args.run}` : 'TFOS: Open TensorBoard for run…'),
+      label: args =>
+        args.run ? `TFOS: Open TensorBoard for ${args.run}` : 'TFOS: Open TensorBoard for run…',
       execute: async args => {
         const which =
           (args.run as string | undefined) ??
-          (await pickRun((await api.listRuns()).filter(r => r.tensorboard_url), 'Open TensorBoard for run'))
-            ?.run_id;
+          (
+            await pickRun(
+              (await api.listRuns()).filter(r => r.tensorboard_url),
+              'Open TensorBoard for run'
+            )
+          )?.run_id;
         return which ? openTensorBoard(which) : undefined;
       }
     });
@@ -100,7 +102,10 @@ const plugin: JupyterFrontEndPlugin<void> = {
         const runs = await api.listRuns();
         const run = args.run
           ? runs.find(r => r.run_id === args.run || r.name === args.run)
-          : await pickRun(runs.filter(r => !r.ended), 'Stop run');
+          : await pickRun(
+              runs.filter(r => !r.ended),
+              'Stop run'
+            );
         if (run) {
           await stopRun(run);
           await sidebar.refresh();

@@ -52,7 +52,9 @@ export class RunsSidebar extends Widget {
   async refresh(): Promise<void> {
     try {
       this._runs = await this.api.listRuns();
-      this.showMessage(this._runs.length ? '' : 'No runs yet: start one with %%tfos_train in a notebook.');
+      this.showMessage(
+        this._runs.length ? '' : 'No runs yet: start one with %%tfos_train in a notebook.'
+      );
     } catch (error) {
       this._runs = [];
       this.showMessage(

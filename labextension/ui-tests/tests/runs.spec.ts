@@ -124,10 +124,16 @@ test('a training run shows in the runs sidebar and its TensorBoard draws the sca
   await expect(board.locator('scalar-card').first()).toBeVisible({ timeout: 2 * MINUTE });
 });
 
-test('the runs sidebar says so when the server has no tfos_notebook extension', async ({ page }) => {
+test('the runs sidebar says so when the server has no tfos_notebook extension', async ({
+  page
+}) => {
   // What a Jupyter server without the extension answers under its path: its own HTML 404 page.
   await page.route('**/tfos-notebook/api/**', route =>
-    route.fulfill({ status: 404, contentType: 'text/html', body: '<html><body>404 : Not Found</body></html>' })
+    route.fulfill({
+      status: 404,
+      contentType: 'text/html',
+      body: '<html><body>404 : Not Found</body></html>'
+    })
   );
   await page.evaluate(() => (window as any).jupyterapp.commands.execute('tfos:open-runs'));
   const message = page.locator('#tfos-runs-sidebar .tfos-RunsSidebar-message');
