@@ -62,6 +62,12 @@ async def test_a_run_launched_outside_jupyter_gets_this_servers_proxy_url_for_it
     assert run["tensorboard_url"] == f"{jp_base_url}proxy/40124/"
 
 
+async def test_a_databricks_driver_proxy_url_is_passed_through(jp_fetch):
+    url = "https://example.cloud.databricks.com/driver-proxy/o/123/0101-abc/6006/"
+    put("20261122-080350-eeeeee", tensorboard_port=6006, tensorboard_url=url)
+    assert json.loads((await jp_fetch(*API, "runs", "20261122-080350-eeeeee")).body)["tensorboard_url"] == url
+
+
 async def test_a_run_without_tensorboard_has_no_url(jp_fetch):
     put("20261122-080400-eeeeee")
     assert json.loads((await jp_fetch(*API, "runs", "20261122-080400-eeeeee")).body)["tensorboard_url"] is None
