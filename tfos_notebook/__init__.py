@@ -6,10 +6,14 @@
     cluster = TFCluster.run(sc, main_fun, args, num_executors=2, input_mode=InputMode.SPARK)
     cluster.train(df_or_rdd, num_epochs=3)   # main_fun reads ctx.dataset(...) or TFNode.DataFeed(ctx.mgr)
     cluster.shutdown()
+
+    from tfos_notebook import MirroredStrategyRunner      # spark-tensorflow-distributor's runner
+    MirroredStrategyRunner(num_slots=2, use_gpu=False).run(train_fn)
 """
 
 from .compat import tfcluster as TFCluster  # noqa: N812  (TensorFlowOnSpark's module name)
 from .compat import tfnode as TFNode  # noqa: N812  (TensorFlowOnSpark's module name)
+from .compat.distributor import MirroredStrategyRunner
 from .compat.tfcluster import InputMode
 from .runtime import (
     ConfigError,
@@ -38,6 +42,6 @@ def load_ipython_extension(ipython) -> None:
     load(ipython)
 
 
-__all__ = ["ConfigError", "FeedError", "FeedTimeout", "InputMode", "LaunchError", "NodeContext", "NodeError",
-           "PreflightError", "ReservationTimeout", "Run", "RunStopped", "SparkJobError", "TFCluster", "TFNode",
-           "TFOSError", "cleanup"]
+__all__ = ["ConfigError", "FeedError", "FeedTimeout", "InputMode", "LaunchError", "MirroredStrategyRunner",
+           "NodeContext", "NodeError", "PreflightError", "ReservationTimeout", "Run", "RunStopped", "SparkJobError",
+           "TFCluster", "TFNode", "TFOSError", "cleanup"]
