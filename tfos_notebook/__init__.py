@@ -13,6 +13,7 @@
 
 from .compat import tfcluster as TFCluster  # noqa: N812  (TensorFlowOnSpark's module name)
 from .compat import tfnode as TFNode  # noqa: N812  (TensorFlowOnSpark's module name)
+from .compat import tfparallel as TFParallel  # noqa: N812  (TensorFlowOnSpark's module name)
 from .compat.distributor import MirroredStrategyRunner
 from .compat.tfcluster import InputMode
 from .runtime import (
@@ -44,4 +45,4 @@ def load_ipython_extension(ipython) -> None:
 
 __all__ = ["ConfigError", "FeedError", "FeedTimeout", "InputMode", "LaunchError", "MirroredStrategyRunner",
            "NodeContext", "NodeError", "PreflightError", "ReservationTimeout", "Run", "RunStopped", "SparkJobError",
-           "TFCluster", "TFNode", "TFOSError", "cleanup"]
+           "TFCluster", "TFNode", "TFOSError", "TFParallel", "cleanup"]

@@ -100,6 +100,17 @@ class NodeContext:
         """``path`` resolved against the default filesystem (see :func:`absolute_path`)."""
         return absolute_path(self.defaultFS, self.working_dir, path)
 
+    def get_data_feed(self, train_mode: bool = True, qname_in: str = "input", qname_out: str = "output",
+                      input_mapping: dict[str, str] | None = None) -> Any:
+        """TensorFlowOnSpark's shortcut for ``TFNode.DataFeed(ctx.mgr, train_mode, ...)``."""
+        from .datafeed import DataFeed
+
+        return DataFeed(self.mgr, train_mode, qname_in, qname_out, input_mapping)
+
+    def release_port(self) -> None:
+        """TensorFlowOnSpark's call to free the port reserved for this node. Nothing is left to do
+        here: the node releases it just before the function starts, for TensorFlow to bind."""
+
     def dataset(self, batch_size: int, features: str | list[str] | None = None, label: str | None = None,
                 by_epoch: bool = True, drop_remainder: bool = False, prefetch: int = 2) -> Any:
         """The data Spark feeds this node (``train`` on the driver) as a ``tf.data.Dataset`` of batches.
