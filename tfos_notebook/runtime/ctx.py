@@ -29,11 +29,12 @@ def node_dir_name(role: str, index: int) -> str:
 def absolute_path(default_fs: str, working_dir: str, path: str) -> str:
     """Resolve ``path`` against the cluster's default filesystem, as TensorFlowOnSpark does.
 
-    A path with a scheme is returned as is; an absolute path gets the default filesystem as prefix;
-    a relative path resolves to the user's home on HDFS, or to the driver's working directory on a
-    local filesystem.
+    A path with a scheme is returned as is, and so is a Databricks ``/dbfs/...`` FUSE path (a
+    local path on every node, which ``dbfs:/`` as prefix would break); another absolute path gets
+    the default filesystem as prefix; a relative path resolves to the user's home on HDFS, or to
+    the driver's working directory on a local filesystem.
     """
-    if path.startswith(HADOOP_SCHEMES):
+    if path.startswith(HADOOP_SCHEMES) or path.startswith("/dbfs/"):
         return path
     fs = default_fs.rstrip("/")
     if path.startswith("/"):
