@@ -10,6 +10,26 @@ import pytest
 
 from tfos_notebook import ConfigError, MirroredStrategyRunner, PreflightError
 from tfos_notebook.compat.distributor import split_slots
+from tfos_notebook.runtime.preflight import executors
+
+
+@pytest.fixture
+def two_gpu_tasks_standalone(standalone_cluster, spark_slot):
+    """The session's standalone cluster, with an application whose tasks take 2 GPUs each."""
+    import time
+
+    spark = spark_slot.get("standalone-2gpu", standalone_cluster.spark_conf(gpus_per_task=2))
+    deadline = time.monotonic() + 60
+    while len(executors(spark.sparkContext)) < standalone_cluster.workers:
+        assert time.monotonic() < deadline, "the executors did not register within 60s"
+        time.sleep(0.2)
+    return spark
+
+
+def gpu_assignments(run) -> dict[str, str]:
+    """``role:index`` -> the GPU addresses Spark gave that node, from the run's events."""
+    return {f"{e.role}:{e.index}": ",".join(e.addresses) for e in run.events.events()
+            if type(e).__name__ == "GpuAssigned"}
 
 
 def strategy_probe(scale):
@@ -80,8 +100,7 @@ def test_each_task_sees_only_the_gpu_spark_assigned_it(standalone):
     out = runner.run(environment_probe)
     results = runner.run_handle.results
     assert out == results["worker:0"]
-    assigned = {f"worker:{e.index}": ",".join(e.addresses) for e in runner.run_handle.events.events()
-                if type(e).__name__ == "GpuAssigned"}
+    assigned = gpu_assignments(runner.run_handle)
     assert set(assigned) == {"worker:0", "worker:1"}
     for name, seen in results.items():
         assert seen["cuda"] == assigned[name] and len(seen["cuda"].split(",")) == 1
@@ -94,3 +113,16 @@ def test_more_gpu_slots_than_the_cluster_holds_fail_in_preflight(standalone):
     runner = MirroredStrategyRunner(num_slots=3, use_gpu=True, use_custom_strategy=True, spark=standalone)
     with pytest.raises(PreflightError, match="cannot launch 3 nodes"):
         runner.run(environment_probe)
+
+
+@pytest.mark.cluster
+def test_exactly_num_slots_gpus_train_when_tasks_hold_more(two_gpu_tasks_standalone):
+    runner = MirroredStrategyRunner(num_slots=3, use_gpu=True, use_custom_strategy=True,
+                                    spark=two_gpu_tasks_standalone)
+    assert runner.num_tasks == 2
+    runner.run(environment_probe)
+    assigned = gpu_assignments(runner.run_handle)
+    assert all(len(a.split(",")) == 2 for a in assigned.values()), assigned
+    results = runner.run_handle.results
+    assert results["worker:0"]["cuda"] == assigned["worker:0"]  # both of its GPUs
+    assert results["worker:1"]["cuda"] == assigned["worker:1"].split(",")[0]  # one of its two
