@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -21,8 +22,10 @@ NOTEBOOK = "01_train_digits.ipynb"
 
 
 def _echo(cell, cell_index: int, **_) -> None:
+    """Print what a cell printed (the monitor's ``[tfos]`` lines); Spark's stderr chatter stays in
+    the executed notebook."""
     for out in cell.get("outputs", []):
-        if out.get("output_type") == "stream":
+        if out.get("output_type") == "stream" and out.get("name") == "stdout":
             sys.stdout.write(out.get("text", ""))
         elif out.get("output_type") == "error":
             sys.stdout.write(f"{out.get('ename')}: {out.get('evalue')}\n")
@@ -47,7 +50,7 @@ def main() -> int:
                             resources={"metadata": {"path": HERE}})
     executed = os.path.join(work_dir, NOTEBOOK.replace(".ipynb", ".executed.ipynb"))
     try:
-        client.execute()
+        client.execute(stderr=subprocess.DEVNULL)  # the kernel's own stderr: JVM start-up noise
     except CellExecutionError:
         print(f"\nthe notebook failed; the executed copy is {executed}", file=sys.stderr)
         return 1
