@@ -25,7 +25,7 @@ $(STAMP): pyproject.toml | $(PY)
 venv: $(STAMP)
 
 demo: $(STAMP)
-	$(PY) example_notebooks/train_digits.py
+	$(PY) example_notebooks/run_demo.py
 
 test: $(STAMP) labext ui-deps
 	$(PY) -m ruff check tfos_notebook tests bench example_notebooks

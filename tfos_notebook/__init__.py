@@ -7,6 +7,9 @@
     cluster.train(df_or_rdd, num_epochs=3)   # main_fun reads ctx.dataset(...) or TFNode.DataFeed(ctx.mgr)
     cluster.shutdown()
 
+    from tfos_notebook import MirroredStrategyRunner      # spark-tensorflow-distributor's runner
+    MirroredStrategyRunner(num_slots=2, use_gpu=False).run(train_fn)
+
 The names below are imported on first use: a node's process imports this package on every launch
 and must not pay for pyspark, numpy and pyarrow before it runs the user's function.
 """
@@ -22,6 +25,8 @@ _EXPORTS = {
     # name: (module, attribute or None for the module itself)
     "TFCluster": (".compat.tfcluster", None),  # TensorFlowOnSpark's module names
     "TFNode": (".compat.tfnode", None),
+    "TFParallel": (".compat.tfparallel", None),
+    "MirroredStrategyRunner": (".compat.distributor", "MirroredStrategyRunner"),
     "InputMode": (".compat.tfcluster", "InputMode"),
     "Run": (".runtime.launch", "Run"),
     "NodeContext": (".runtime.ctx", "NodeContext"),

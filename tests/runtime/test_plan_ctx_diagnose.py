@@ -54,6 +54,7 @@ def test_ctx_counts_training_nodes_and_knows_the_chief():
     ("hdfs://nn:8020", "/data/x", "hdfs://nn:8020/data/x"),
     ("file:///", "/data/x", "file:///data/x"),
     ("file:///", "rel/x", "file:///work/dir/rel/x"),
+    ("dbfs:/", "/dbfs/runs/x", "/dbfs/runs/x"),
 ])
 def test_absolute_path_follows_the_default_filesystem(fs, path, expected):
     assert absolute_path(fs, "/work/dir", path) == expected

@@ -1,6 +1,7 @@
 """Train a small Keras classifier on scikit-learn's digits (1,797 real 8x8 images, the offline
 stand-in for MNIST) with MultiWorkerMirroredStrategy, in InputMode.TENSORFLOW: every node loads the
-data itself and tf.data shards it across the workers.
+data itself and tf.data shards it across the workers. The example notebooks reuse the data
+helpers (``load_images`` also reads real MNIST) and ``build_model``.
 
 Runs on tf-keras (``TF_USE_LEGACY_KERAS=1``, which the nodes set when tf-keras is installed):
 Keras 3's multi-worker ``fit`` is broken upstream.
@@ -20,6 +21,7 @@ class DigitsArgs:
     learning_rate: float = 0.01
     test_size: int = 297
     seed: int = 0
+    export_dir: str | None = None  # the chief saves the trained model there (SavedModel)
 
 
 def load_digits_split(test_size: int = 297, seed: int = 0):
@@ -33,11 +35,32 @@ def load_digits_split(test_size: int = 297, seed: int = 0):
     return x[test_size:], y[test_size:], x[:test_size], y[:test_size]
 
 
-def build_model(learning_rate: float = 0.01):
+def load_images(mnist_path: str | None = None, test_size: int = 297, seed: int = 0):
+    """(x_train, y_train, x_test, y_test), flattened float32 images in [0, 1] and int64 labels:
+    real MNIST from ``mnist_path`` (see ``examples.mnist``) when given, else scikit-learn's digits."""
+    if mnist_path:
+        from .mnist import load_mnist
+
+        return load_mnist(mnist_path)
+    return load_digits_split(test_size, seed)
+
+
+def to_dataframe(spark, x, y):
+    """A DataFrame ``id long, pixels array<float>, label long`` of the images ``x`` and labels ``y``."""
+    import numpy as np
+    import pyarrow as pa
+
+    pixels = pa.FixedSizeListArray.from_arrays(pa.array(np.ascontiguousarray(x, "float32").ravel()), x.shape[1])
+    table = pa.table({"id": pa.array(np.arange(len(x), dtype="int64")), "pixels": pixels.cast(pa.list_(pa.float32())),
+                      "label": pa.array(np.asarray(y, "int64"))})
+    return spark.createDataFrame(table)  # Arrow all the way: 60,000 MNIST rows take about a second
+
+
+def build_model(learning_rate: float = 0.01, input_dim: int = 64):
     import tensorflow as tf
 
     model = tf.keras.Sequential([
-        tf.keras.Input(shape=(64,)),
+        tf.keras.Input(shape=(input_dim,)),
         tf.keras.layers.Dense(64, activation="relu"),
         tf.keras.layers.Dense(10),
     ])
@@ -77,6 +100,8 @@ def train(args: DigitsArgs, ctx) -> dict:
     target = model_dir if ctx.is_chief else tempfile.mkdtemp(prefix=f"digits-{ctx.job_name}{ctx.task_index}-")
     checkpoint = tf.train.Checkpoint(model=model)
     path = checkpoint.write(os.path.join(target, "ckpt"))
+    if args.export_dir:
+        model.save(args.export_dir if ctx.is_chief else tempfile.mkdtemp(prefix="digits-export-"))
     logits = model(x_test, training=False).numpy()
     accuracy = float(np.mean(np.argmax(logits, axis=1) == y_test))
     return {"loss": [float(v) for v in history.history["loss"]], "accuracy": accuracy,

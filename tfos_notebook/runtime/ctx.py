@@ -29,11 +29,12 @@ def node_dir_name(role: str, index: int) -> str:
 def absolute_path(default_fs: str, working_dir: str, path: str) -> str:
     """Resolve ``path`` against the cluster's default filesystem, as TensorFlowOnSpark does.
 
-    A path with a scheme is returned as is; an absolute path gets the default filesystem as prefix;
-    a relative path resolves to the user's home on HDFS, or to the driver's working directory on a
-    local filesystem.
+    A path with a scheme is returned as is, and so is a Databricks ``/dbfs/...`` FUSE path (a
+    local path on every node, which ``dbfs:/`` as prefix would break); another absolute path gets
+    the default filesystem as prefix; a relative path resolves to the user's home on HDFS, or to
+    the driver's working directory on a local filesystem.
     """
-    if path.startswith(HADOOP_SCHEMES):
+    if path.startswith(HADOOP_SCHEMES) or path.startswith("/dbfs/"):
         return path
     fs = default_fs.rstrip("/")
     if path.startswith("/"):
@@ -99,6 +100,17 @@ class NodeContext:
     def absolute_path(self, path: str) -> str:
         """``path`` resolved against the default filesystem (see :func:`absolute_path`)."""
         return absolute_path(self.defaultFS, self.working_dir, path)
+
+    def get_data_feed(self, train_mode: bool = True, qname_in: str = "input", qname_out: str = "output",
+                      input_mapping: dict[str, str] | None = None) -> Any:
+        """TensorFlowOnSpark's shortcut for ``TFNode.DataFeed(ctx.mgr, train_mode, ...)``."""
+        from .datafeed import DataFeed
+
+        return DataFeed(self.mgr, train_mode, qname_in, qname_out, input_mapping)
+
+    def release_port(self) -> None:
+        """TensorFlowOnSpark's call to free the port reserved for this node. Nothing is left to do
+        here: the node releases it just before the function starts, for TensorFlow to bind."""
 
     def dataset(self, batch_size: int, features: str | list[str] | None = None, label: str | None = None,
                 by_epoch: bool = True, drop_remainder: bool = False, prefetch: int = 2) -> Any:

@@ -1,0 +1,153 @@
+"""``MirroredStrategyRunner`` with spark-tensorflow-distributor's names, on top of :class:`Run`.
+
+    from tfos_notebook import MirroredStrategyRunner
+    MirroredStrategyRunner(num_slots=2, use_gpu=False).run(train, epochs=3)   # the value of worker 0
+
+Programs written for ``spark_tensorflow_distributor`` change only their import line. Each slot is
+one GPU (``use_gpu``) or one Spark task (CPU); the tasks run as one barrier stage with
+``TF_CONFIG`` listing every task as a ``worker`` (no chief), as the original does, and ``train_fn``
+runs in a child process of each task, where ``CUDA_VISIBLE_DEVICES`` holds the GPUs Spark gave it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..runtime.diagnose import Finding
+from ..runtime.errors import PreflightError
+from ..runtime.launch import ConfigError, Run
+
+
+def call_train_fn(train_fn: Callable[..., Any], use_custom_strategy: bool, kwargs: dict[str, Any]) -> Any:
+    """``train_fn(**kwargs)``, inside a ``MultiWorkerMirroredStrategy`` scope unless the function
+    builds its own strategy (``use_custom_strategy``)."""
+    if use_custom_strategy:
+        return train_fn(**kwargs)
+    import tensorflow as tf
+
+    with tf.distribute.MultiWorkerMirroredStrategy().scope():
+        return train_fn(**kwargs)
+
+
+@dataclass
+class TrainFnNode:
+    """The main function of every node of a runner's launch (pickled into the Spark tasks).
+
+    ``gpu_counts[i]`` is how many of the GPUs Spark gave worker ``i`` it uses, so that exactly
+    ``num_slots`` GPUs train in all; empty for CPU training.
+    """
+
+    train_fn: Callable[..., Any]
+    use_custom_strategy: bool
+    gpu_counts: list[int] = field(default_factory=list)
+
+    def __call__(self, kwargs: dict[str, Any], ctx: Any) -> Any:
+        if self.gpu_counts:  # before TensorFlow is imported in this process
+            ctx.gpus = list(ctx.gpus[: self.gpu_counts[ctx.task_index]])
+            os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(ctx.gpus)
+        return call_train_fn(self.train_fn, self.use_custom_strategy, kwargs)
+
+
+def split_slots(num_slots: int, num_tasks: int) -> list[int]:
+    """GPUs per task when ``num_slots`` GPUs are spread over ``num_tasks`` tasks (the first ones
+    take the remainder), as spark-tensorflow-distributor spreads them."""
+    return [num_slots // num_tasks + (i < num_slots % num_tasks) for i in range(num_tasks)]
+
+
+class MirroredStrategyRunner:
+    """Run a TensorFlow training function on Spark with ``MultiWorkerMirroredStrategy``.
+
+    Args:
+        num_slots: total GPUs (``use_gpu``) or Spark tasks (CPU) that train. With GPUs, the tasks
+            are ``ceil(num_slots / spark.task.resource.gpu.amount)`` and each uses its share of the
+            GPUs Spark assigned it. In local mode, GPUs of the driver (CPU: 1).
+        local_mode: run ``train_fn`` here, in the driver's process, instead of on the executors.
+        use_gpu: train on GPUs scheduled by Spark (``spark.task.resource.gpu.amount``); False for CPU.
+        gpu_resource_name: Spark's name of the GPU resource; only ``"gpu"`` is supported.
+        use_custom_strategy: ``train_fn`` builds its own ``tf.distribute`` strategy; by default it
+            runs inside a ``MultiWorkerMirroredStrategy`` scope made for it.
+        spark: the SparkSession (default: the active one, or a new one).
+
+    Raises:
+        ConfigError: impossible arguments (``num_slots`` < 1, several CPU slots in local mode,
+            another resource name).
+        PreflightError: ``use_gpu`` but Spark schedules no GPUs to tasks (or to the driver in
+            local mode), or fewer than asked.
+    """
+
+    def __init__(self, num_slots: int, local_mode: bool = False, use_gpu: bool = True,
+                 gpu_resource_name: str = "gpu", use_custom_strategy: bool = False, *, spark: Any = None) -> None:
+        if not isinstance(num_slots, int) or num_slots < 1:
+            raise ConfigError(f"num_slots must be a whole number of at least 1, got {num_slots!r}")
+        if use_gpu and gpu_resource_name != "gpu":
+            raise ConfigError(f"gpu_resource_name={gpu_resource_name!r}: only Spark's 'gpu' resource is supported; "
+                              "name the GPU resource 'gpu' in the Spark conf (spark.task.resource.gpu.amount...)")
+        if local_mode and not use_gpu and num_slots > 1:
+            raise ConfigError(f"local mode trains in the driver's one process: num_slots={num_slots} CPU slots "
+                              "cannot run there; use num_slots=1, or local_mode=False to train on the executors")
+        self.num_slots, self.local_mode, self.use_gpu = num_slots, local_mode, use_gpu
+        self.use_custom_strategy = use_custom_strategy
+        if spark is None:
+            from pyspark.sql import SparkSession
+
+            spark = SparkSession.builder.getOrCreate()
+        self.sc = spark.sparkContext
+        self.run_handle: Run | None = None  # the launch of the latest distributed run()
+        self.gpus_per_task = 0 if local_mode or not use_gpu else self._task_gpu_amount()
+        self.num_tasks = None if local_mode else (math.ceil(num_slots / self.gpus_per_task) if use_gpu else num_slots)
+
+    def _task_gpu_amount(self) -> int:
+        amount = self.sc.getConf().get("spark.task.resource.gpu.amount")
+        if amount is None:
+            raise PreflightError(f"cannot train on {self.num_slots} GPU slot(s):", [Finding(
+                "gpus_not_configured", "use_gpu=True, but Spark assigns no GPUs to tasks",
+                ("spark.task.resource.gpu.amount is not set",),
+                "set spark.executor.resource.gpu.amount, spark.task.resource.gpu.amount and a GPU discovery script "
+                "in the cluster's Spark conf, or pass use_gpu=False to train on CPUs")])
+        if float(amount) < 1:
+            raise PreflightError(f"cannot train on {self.num_slots} GPU slot(s):", [Finding(
+                "gpus_fractional", f"each task gets a fraction of a GPU ({float(amount):g})",
+                (f"spark.task.resource.gpu.amount={amount}",),
+                "set spark.task.resource.gpu.amount to a whole number of at least 1")])
+        return int(float(amount))
+
+    def run(self, train_fn: Callable[..., Any], **kwargs: Any) -> Any:
+        """Call ``train_fn(**kwargs)`` on every task (or here, in local mode) and return the value
+        of worker 0 (the function's own value in local mode).
+
+        Raises:
+            NodeError: ``train_fn`` failed on a task (its traceback). PreflightError: the cluster
+            has too few free slots or GPUs. The SparkContext stays usable whatever happens.
+        """
+        if self.local_mode:
+            return self._run_locally(train_fn, kwargs)
+        node = TrainFnNode(train_fn, self.use_custom_strategy,
+                           split_slots(self.num_slots, self.num_tasks) if self.use_gpu else [])
+        self.run_handle = Run(self.sc, node, kwargs, self.num_tasks, master_node=None,
+                              gpus_per_node=self.gpus_per_task, name=getattr(train_fn, "__name__", None))
+        return self.run_handle.start().wait()
+
+    def _run_locally(self, train_fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+        saved = os.environ.get("CUDA_VISIBLE_DEVICES")
+        if self.use_gpu:
+            owned = list(self.sc.resources["gpu"].addresses) if "gpu" in self.sc.resources else []
+            if len(owned) < self.num_slots:
+                raise PreflightError(f"cannot train on {self.num_slots} GPU(s) of the driver:", [Finding(
+                    "driver_gpus_too_few", f"the driver owns {len(owned)} GPU(s) in Spark's resources",
+                    (f"driver GPU addresses: {owned}",),
+                    "set spark.driver.resource.gpu.amount and spark.driver.resource.gpu.discoveryScript, lower "
+                    "num_slots, or pass use_gpu=False")])
+            os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(owned[: self.num_slots])
+        else:
+            os.environ["CUDA_VISIBLE_DEVICES"] = ""
+        try:
+            return call_train_fn(train_fn, self.use_custom_strategy, kwargs)
+        finally:
+            if saved is None:
+                os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+            else:
+                os.environ["CUDA_VISIBLE_DEVICES"] = saved
