@@ -17,7 +17,7 @@ import pytest
 
 from tfos_notebook.runtime.diagnose import BLOCKER, WARNING, ExecutorInfo, Snapshot, diagnose
 from tfos_notebook.runtime.gpus import GpuProcess, parse_compute_apps, parse_gpu_index
-from tfos_notebook.runtime.orphans import Leftover, scan_host
+from tfos_notebook.runtime.orphans import Leftover, kill_attempts_before, scan_host
 
 INDEX_CSV = "0, GPU-8a1f\n1, GPU-77c2\n"
 APPS_CSV = "GPU-8a1f, 4242, 30512\nGPU-77c2, 5151, 1024\nGPU-77c2, 6161, [N/A]\n"
@@ -51,6 +51,22 @@ def test_a_process_of_a_run_with_no_live_node_is_a_leftover_and_can_be_killed():
         assert active.poll() is None
     finally:
         for p in (orphan, active):
+            p.kill()
+            p.wait()
+
+
+def test_a_relaunch_kills_what_earlier_attempts_of_its_run_left_on_the_host_and_nothing_else():
+    run_id = "20260101-000000-retry1"
+    lost = _sleeper({"TFOS_RUN_ID": run_id, "TFOS_TASK": "chief:0", "TFOS_ATTEMPT": "0"})
+    current = _sleeper({"TFOS_RUN_ID": run_id, "TFOS_TASK": "worker:0", "TFOS_ATTEMPT": "1"})
+    other_run = _sleeper({"TFOS_RUN_ID": "20260101-000000-other1", "TFOS_TASK": "chief:0", "TFOS_ATTEMPT": "0"})
+    try:
+        time.sleep(0.3)
+        assert kill_attempts_before(run_id, 1) == [lost.pid]
+        assert lost.wait(5) is not None
+        assert current.poll() is None and other_run.poll() is None
+    finally:
+        for p in (lost, current, other_run):
             p.kill()
             p.wait()
 

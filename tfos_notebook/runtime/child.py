@@ -23,8 +23,10 @@ import threading
 import time
 import traceback
 
+WATCHDOG_SECS = 0.5  # how often the child checks that its node is alive
 
-def watch_parent(parent: int, interval: float = 0.5) -> None:
+
+def watch_parent(parent: int, interval: float = WATCHDOG_SECS) -> None:
     """Kill this process and its whole process group as soon as ``parent`` is no longer its parent
     (it died). Run it on a daemon thread of a process started with ``start_new_session=True``."""
     while True:

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import channel, preflight
+from .child import WATCHDOG_SECS as CHILD_WATCHDOG_SECS
 from .ctx import FOREGROUND_ROLES, node_dir_name
 from .diagnose import Finding, Snapshot, blockers, diagnose, diagnose_failure, leftover_findings
 from .errors import (
@@ -252,11 +253,26 @@ class Run:
             except BaseException as e:  # Py4JJavaError and friends: summarised below
                 failure = e
             with self._lock:
-                if self._retry_pending and not self._stop_requested:
-                    self._next_attempt()
-                    continue
-                self._settle(failure)
-                return
+                retry = self._retry_pending and not self._stop_requested
+                previous = [nd.conn for nd in self._nodes if nd.conn is not None]
+                if not retry:
+                    self._settle(failure)
+                    return
+            self._wait_gone(previous)  # no process of the lost attempt may write beside the next one
+            with self._lock:
+                if self._stop_requested:
+                    self._settle(failure)
+                    return
+                self._next_attempt()
+
+    def _wait_gone(self, conns: list[channel.Connection]) -> None:
+        """Wait until the nodes behind ``conns`` are gone (their connections closed), then for their
+        child processes, which kill themselves within ``CHILD_WATCHDOG_SECS`` of their node's end.
+        Nodes of the next attempt on the same host also kill what is left (``orphans.kill_attempts_before``)."""
+        deadline = time.monotonic() + self.stop_grace_secs + 5.0
+        while time.monotonic() < deadline and not all(c.attrs.get("gone") for c in conns):
+            time.sleep(0.05)
+        time.sleep(2 * CHILD_WATCHDOG_SECS)
 
     def _next_attempt(self) -> None:
         """Forget the lost attempt's nodes; the next barrier job starts them all afresh."""
@@ -511,6 +527,7 @@ class Run:
         return self._nodes[node.task] is not node
 
     def _on_close(self, conn: channel.Connection) -> None:
+        conn.attrs["gone"] = True
         node: _Node | None = conn.attrs.get("node")
         with self._lock:
             if (node is None or self._stale(node) or self._done.is_set() or self._stop_requested

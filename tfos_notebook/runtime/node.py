@@ -28,7 +28,7 @@ from urllib.parse import parse_qs, urlparse
 from . import channel
 from .ctx import FOREGROUND_ROLES, NodeContext, is_shared_logdir, node_dir_name, tf_config
 from .logship import LogShipper
-from .orphans import pid_dir
+from .orphans import kill_attempts_before, pid_dir
 
 MAX_RESULT_BYTES = 32 << 20
 LOG_FLUSH_SECONDS = 0.2
@@ -159,6 +159,7 @@ def _child_env(plan: NodePlan, task: int, gpus: list[str]) -> dict:
     env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
     env["TFOS_RUN_ID"] = plan.run_id  # marks the node's processes (and their children) as this run's
     env["TFOS_TASK"] = "{}:{}".format(*plan.roles[task])
+    env["TFOS_ATTEMPT"] = str(plan.attempt)
     env["PYTHONUNBUFFERED"] = "1"
     legacy = plan.legacy_keras
     if legacy is None:
@@ -220,6 +221,8 @@ def run_node(plan: NodePlan, task: int, gpus: list[str]) -> dict:
     """Run one node of the cluster; returns a small summary for Spark to collect. The outcome that
     matters travels to the driver over the control channel."""
     role, index = plan.roles[task]
+    if plan.attempt:  # a relaunch: what the lost attempt left on this host must not write beside us
+        kill_attempts_before(plan.run_id, plan.attempt)
     workdir = tempfile.mkdtemp(prefix=f"tfos-{plan.run_id}-{task}-")
     proc, status_r = _spawn_child(plan, task, gpus, workdir)  # starts up while the cluster reserves
     pid_file = os.path.join(pid_dir(), f"{plan.run_id}-{task}.json")

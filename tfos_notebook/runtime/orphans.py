@@ -137,6 +137,21 @@ def scan_host(exclude_runs: frozenset[str] | set[str] = frozenset(), kill: bool 
     return found
 
 
+def kill_attempts_before(run_id: str, attempt: int) -> list[int]:
+    """Kill this host's processes of run ``run_id`` from attempts before ``attempt`` (a relaunch
+    starts only once they are gone); returns their pids."""
+    killed = []
+    for proc in psutil.process_iter(["pid"]):
+        try:
+            env = proc.environ()
+        except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
+            continue
+        if env.get("TFOS_RUN_ID") == run_id and int(env.get("TFOS_ATTEMPT", attempt)) < attempt:
+            _kill(proc.pid, grace=1.0)
+            killed.append(proc.pid)
+    return killed
+
+
 def _scan_task(exclude_runs: list[str], kill: bool):
     def scan(iterator):
         for leftover in scan_host(set(exclude_runs), kill):
