@@ -65,13 +65,53 @@ def fail_fast(master: str, spark_default: bool) -> dict:
     return result
 
 
+def plot(result: dict, path: Path) -> None:
+    """Every run's launch and bare barrier stage, ours beside the anchor's, with the medians."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    p1 = result["p1"]
+    series = [("tfos_notebook", p1["ours"], "#1f77b4")]
+    if "anchor" in p1:
+        series.append(("tensorflowonspark 2.2.5", p1["anchor"], "#d62728"))
+    fig, ax = plt.subplots(figsize=(9, 3.6))
+    y = 0
+    labels = []
+    for name, runs, color in series:
+        for kind, marker in (("bare", "o"), ("launch", "s")):
+            values = runs[kind]
+            ax.scatter(values, [y] * len(values), color=color, marker=marker, alpha=0.6)
+            median = statistics.median(values)
+            ax.plot([median, median], [y - 0.3, y + 0.3], color=color, linewidth=2)
+            ax.text(median + 0.02, y + 0.28, f"{median:.3f} s", ha="left", fontsize=8)
+            labels.append(f"{name}: {'bare barrier stage' if kind == 'bare' else 'launch to last function start'}")
+            y += 1
+    ax.set_yticks(range(len(labels)), labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds (each run a dot, the median a bar)")
+    overhead = f"overhead: ours {p1['overhead_ours']:.3f} s"
+    if "overhead_tfos" in p1:
+        overhead += f", tensorflowonspark {p1['overhead_tfos']:.3f} s ({p1['overhead_tfos'] / p1['overhead_ours']:.1f}x)"
+    ax.set_title(f"P1 launch, N=2 on a standalone cluster\n{overhead}", fontsize=9)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--plot", default=str(HERE.parent / "docs" / "launch_benchmark.png"))
+    parser.add_argument("--from-json", help="plot a saved bench/results/launch.json instead of measuring")
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--nodes", type=int, default=2)
     parser.add_argument("--spark-default", action="store_true", help="also measure Spark's own 3-of-2 failure")
     parser.add_argument("--skip-anchor", action="store_true")
     opts = parser.parse_args()
+    if opts.from_json:
+        plot(json.loads(Path(opts.from_json).read_text()), Path(opts.plot))
+        return
     anchor_python = None
     if not opts.skip_anchor:
         anchor_python = subprocess.run(["bash", str(HERE / "anchor_venv.sh")], check=True, capture_output=True,
@@ -105,6 +145,8 @@ def main() -> None:
     out = HERE / "results"
     out.mkdir(exist_ok=True)
     (out / "launch.json").write_text(json.dumps(result, indent=1))
+    plot(result, Path(opts.plot))
+    print(f"\nplot: {opts.plot}  raw: {out / 'launch.json'}")
 
 
 if __name__ == "__main__":
