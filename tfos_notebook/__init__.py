@@ -10,14 +10,12 @@
     from tfos_notebook import MirroredStrategyRunner      # spark-tensorflow-distributor's runner
     MirroredStrategyRunner(num_slots=2, use_gpu=False).run(train_fn)
 
-The names below are imported on first use: a node's process imports this package on every launch
-and must not pay for pyspark, numpy and pyarrow before it runs the user's function.
+The names below are imported on first use (see ``lazy.py``).
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from .lazy import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -37,20 +35,7 @@ _EXPORTS = {
 }
 
 __all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module, attr = _EXPORTS[name]
-    value = importlib.import_module(module, __name__)
-    value = value if attr is None else getattr(value, attr)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_EXPORTS})
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)
 
 
 def load_ipython_extension(ipython) -> None:

@@ -7,28 +7,16 @@ The names below are imported on first use, so that a node's child process, which
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from ..lazy import lazy_exports
 
 _EXPORTS = {
-    "NodeContext": ".ctx",
-    "Finding": ".diagnose", "Snapshot": ".diagnose", "diagnose": ".diagnose",
-    "Run": ".launch", "plan_roles": ".launch",
-    **{name: ".errors" for name in (
+    **{name: (".ctx", name) for name in ("NodeContext",)},
+    **{name: (".diagnose", name) for name in ("Finding", "Snapshot", "diagnose")},
+    **{name: (".launch", name) for name in ("Run", "plan_roles")},
+    **{name: (".errors", name) for name in (
         "ConfigError", "FeedError", "FeedTimeout", "LaunchError", "NodeError", "PreflightError",
         "ReservationTimeout", "RunStopped", "SparkJobError", "TFOSError")},
 }
 
 __all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_EXPORTS[name], __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_EXPORTS})
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)
