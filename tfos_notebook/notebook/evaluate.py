@@ -25,7 +25,6 @@ No IPython import here: ``%%tfos_evaluate`` (magics.py) is a thin parser over :f
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import os
 import sys
@@ -36,9 +35,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..runtime.ctx import tf_keras_installed
 from ..runtime.errors import ConfigError, TFOSError
+from ..runtime.statefiles import state_dir
 from ..tensorboard.mirror import UnsafePathError, check_relpath
-from ..tensorboard.process import state_dir
 from . import registry
 from .capture import cell_traceback, local_cell_function
 from .checkpoints import Checkpoint, CheckpointScanner
@@ -352,7 +352,7 @@ def _same_keras_as_the_nodes() -> None:
     """Read checkpoints with the Keras the nodes wrote them with: the nodes use tf-keras when it is
     installed (``TF_USE_LEGACY_KERAS=1``), so this process does too, unless TensorFlow is already
     imported or the variable is set."""
-    if "tensorflow" not in sys.modules and importlib.util.find_spec("tf_keras") is not None:
+    if "tensorflow" not in sys.modules and tf_keras_installed():
         os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 

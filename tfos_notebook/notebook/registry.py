@@ -27,8 +27,7 @@ import psutil
 
 from ..runtime.errors import ConfigError
 from ..runtime.events import TERMINAL_STATES, Event, LaunchSubmitted, RunFinished, Step
-from ..runtime.statefiles import same_process, write_json_atomic
-from ..tensorboard.process import state_dir
+from ..runtime.statefiles import same_process, state_dir, write_json_atomic
 
 if TYPE_CHECKING:
     from ..runtime.launch import Run
@@ -101,9 +100,7 @@ class RunRecord:
 
 def registry_dir() -> str:
     """Where the records live: ``<state dir>/runs``, this user's only."""
-    path = os.path.join(state_dir(), "runs")
-    os.makedirs(path, mode=0o700, exist_ok=True)
-    return path
+    return state_dir("runs")
 
 
 def list_runs() -> list[RunRecord]:

@@ -208,6 +208,15 @@ class NodeContext:
         return state
 
 
+def tf_keras_installed() -> bool:
+    """Whether tf-keras is installed here. Nodes then run ``tf.keras`` as tf-keras
+    (``TF_USE_LEGACY_KERAS=1``), as Keras 3's multi-worker ``fit`` is broken, and whatever reads
+    their checkpoints must use it too."""
+    import importlib.util
+
+    return importlib.util.find_spec("tf_keras") is not None
+
+
 def tf_config(cluster_spec: dict[str, list[str]], job_name: str, task_index: int) -> str:
     """The ``TF_CONFIG`` for one node. The evaluator is left out of the cluster, as TensorFlow's
     strategies expect; it learns its own role from ``task``."""

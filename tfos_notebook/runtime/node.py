@@ -9,7 +9,6 @@ child's own watchdog) when this process dies.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import queue
@@ -26,7 +25,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from . import channel
-from .ctx import FOREGROUND_ROLES, NodeContext, is_shared_logdir, node_dir_name, tf_config
+from .ctx import FOREGROUND_ROLES, NodeContext, is_shared_logdir, node_dir_name, tf_config, tf_keras_installed
 from .logship import LogShipper
 from .orphans import kill_attempts_before, pid_dir
 
@@ -163,7 +162,7 @@ def _child_env(plan: NodePlan, task: int, gpus: list[str]) -> dict:
     env["PYTHONUNBUFFERED"] = "1"
     legacy = plan.legacy_keras
     if legacy is None:
-        legacy = importlib.util.find_spec("tf_keras") is not None
+        legacy = tf_keras_installed()
     if legacy:
         env.setdefault("TF_USE_LEGACY_KERAS", "1")
     # The child must import this package the same way the Python worker did, but not pyspark

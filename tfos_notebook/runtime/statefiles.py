@@ -1,14 +1,29 @@
-"""Small files that several processes on one machine share: written atomically, owned by a
-process told apart from a later one reusing its pid."""
+"""Small files that several processes on one machine share, in this user's state directory:
+written atomically, owned by a process told apart from a later one reusing its pid."""
 
 from __future__ import annotations
 
 import json
 import os
+import tempfile
 import threading
 from typing import Any
 
 import psutil
+
+STATE_DIR_ENV = "TFOS_NOTEBOOK_STATE_DIR"
+
+
+def state_dir(*parts: str) -> str:
+    """This user's tfos_notebook state directory (``$TFOS_NOTEBOOK_STATE_DIR`` overrides it), or
+    its subdirectory ``parts``; created readable by this user only."""
+    root = os.environ.get(STATE_DIR_ENV) or os.path.join(tempfile.gettempdir(), f"tfos_notebook-{os.getuid()}")
+    os.makedirs(root, mode=0o700, exist_ok=True)
+    if not parts:
+        return root
+    path = os.path.join(root, *parts)
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    return path
 
 
 def write_json_atomic(path: str, data: Any) -> None:

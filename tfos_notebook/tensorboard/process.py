@@ -16,7 +16,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from collections.abc import Iterable
@@ -26,10 +25,9 @@ import psutil
 
 from ..devcluster import free_port
 from ..runtime.errors import TFOSError
-from ..runtime.statefiles import same_process, write_json_atomic
+from ..runtime.statefiles import same_process, state_dir, write_json_atomic
 
 HOST = "127.0.0.1"
-STATE_DIR_ENV = "TFOS_NOTEBOOK_STATE_DIR"
 
 
 class TensorBoardError(TFOSError):
@@ -70,18 +68,9 @@ class StartReused:
     info: TensorBoardInfo
 
 
-def state_dir() -> str:
-    """This user's tfos_notebook state directory (``$TFOS_NOTEBOOK_STATE_DIR`` overrides it)."""
-    path = os.environ.get(STATE_DIR_ENV) or os.path.join(tempfile.gettempdir(), f"tfos_notebook-{os.getuid()}")
-    os.makedirs(path, mode=0o700, exist_ok=True)
-    return path
-
-
 def registry_dir() -> str:
     """Where the registry of TensorBoard processes lives."""
-    path = os.path.join(state_dir(), "tensorboard")
-    os.makedirs(path, mode=0o700, exist_ok=True)
-    return path
+    return state_dir("tensorboard")
 
 
 def running() -> list[TensorBoardInfo]:
