@@ -56,6 +56,12 @@ def _padded(body: str) -> str:
     return "\n" * MAGIC_LINES + body
 
 
+def _register_source(body: str, filename: str) -> None:
+    """Put a cell's lines in ``linecache`` under ``filename``, so tracebacks can print them."""
+    text = _padded(body)
+    linecache.cache[filename] = (len(text), None, text.splitlines(keepends=True), filename)
+
+
 def _function_module(body: str, filename: str, name: str = FUNCTION_NAME,
                      params: tuple[str, ...] = ("args", "ctx")) -> ast.Module:
     """``def tfos_train_cell(args, ctx): <body>`` (or ``name(*params)``) as an AST whose lines are
@@ -186,8 +192,7 @@ class CellFunction:
 
     def register_source(self) -> None:
         """Put the cell's lines in ``linecache`` so tracebacks can print them."""
-        text = _padded(self.body)
-        linecache.cache[self.filename] = (len(text), None, text.splitlines(keepends=True), self.filename)
+        _register_source(self.body, self.filename)
 
     def __call__(self, args: Any, ctx: Any) -> Any:
         self.register_source()
@@ -247,8 +252,7 @@ def local_cell_function(body: str, user_ns: dict[str, Any], name: str, params: t
     """
     filename = cell_filename(execution_count, magic)
     code = _compile(_function_module(body, filename, name, params), filename)
-    text = _padded(body)
-    linecache.cache[filename] = (len(text), None, text.splitlines(keepends=True), filename)
+    _register_source(body, filename)
     exec(code, user_ns)
     return user_ns.pop(name)
 
