@@ -3,13 +3,8 @@ can open."""
 
 from __future__ import annotations
 
-import importlib.util
-
-from jupyter_server.utils import url_path_join
-
 from ..notebook.registry import RunRecord
-
-LOOPBACK_PREFIX = "http://127.0.0.1:"
+from ..tensorboard.urls import LOCAL_URL_PREFIX, has_jupyter_proxy, jupyter_proxy_url
 
 
 def tensorboard_url(record: RunRecord, base_url: str) -> str | None:
@@ -20,8 +15,8 @@ def tensorboard_url(record: RunRecord, base_url: str) -> str | None:
     url, port = record.tensorboard_url, record.tensorboard_port
     if port is None:
         return url
-    if (url is None or url.startswith(LOOPBACK_PREFIX)) and importlib.util.find_spec("jupyter_server_proxy"):
-        return url_path_join(base_url, "proxy", str(port)) + "/"
+    if (url is None or url.startswith(LOCAL_URL_PREFIX)) and has_jupyter_proxy():
+        return jupyter_proxy_url(base_url, port)
     return url
 
 

@@ -26,6 +26,7 @@ import psutil
 from ..devcluster import free_port
 from ..runtime.errors import TFOSError
 from ..runtime.statefiles import same_process, state_dir, write_json_atomic
+from .urls import local_url
 
 HOST = "127.0.0.1"
 
@@ -48,7 +49,7 @@ class TensorBoardInfo:
 
     @property
     def local_url(self) -> str:
-        return f"http://{HOST}:{self.port}/"
+        return local_url(self.port)
 
     def alive(self) -> bool:
         return same_process(self.pid, self.create_time)

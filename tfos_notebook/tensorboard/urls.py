@@ -22,6 +22,7 @@ DATABRICKS_PORTS = range(6006, 6107)
 ORG_ID_KEY = "spark.databricks.clusterUsageTags.clusterOwnerOrgId"
 CLUSTER_ID_KEY = "spark.databricks.clusterUsageTags.clusterId"
 WORKSPACE_URL_KEY = "spark.databricks.workspaceUrl"
+LOCAL_URL_PREFIX = "http://127.0.0.1:"
 
 
 class ProxyPortError(TFOSError, ValueError):
@@ -67,6 +68,22 @@ def jupyter_server(env: Mapping[str, str] | None = None, pid: int | None = None)
     return next((info for info in list_running_servers(runtime_dir) if info.get("pid") in wanted), None)
 
 
+def has_jupyter_proxy() -> bool:
+    """Whether jupyter-server-proxy is installed (a Jupyter server then proxies local ports)."""
+    return importlib.util.find_spec("jupyter_server_proxy") is not None
+
+
+def jupyter_proxy_url(base_url: str, port: int) -> str:
+    """``<base_url>proxy/<port>/``: driver port ``port`` through the jupyter-server-proxy of the
+    Jupyter server at ``base_url``."""
+    return f"{base_url if base_url.endswith('/') else base_url + '/'}proxy/{port}/"
+
+
+def local_url(port: int) -> str:
+    """``http://127.0.0.1:<port>/``: reachable by a browser running on the driver only."""
+    return f"{LOCAL_URL_PREFIX}{port}/"
+
+
 def tensorboard_url(port: int, conf=None, env: Mapping[str, str] | None = None) -> str:
     """The URL at which a browser reaches the TensorBoard listening on driver port ``port``.
 
@@ -87,9 +104,8 @@ def tensorboard_url(port: int, conf=None, env: Mapping[str, str] | None = None) 
         path = f"/driver-proxy/o/{ids[0]}/{ids[1]}/{port}/"
         workspace = _get(conf, WORKSPACE_URL_KEY)
         return f"https://{workspace.removeprefix('https://').rstrip('/')}{path}" if workspace else path
-    if importlib.util.find_spec("jupyter_server_proxy") is not None:
+    if has_jupyter_proxy():
         server = jupyter_server(env)
         if server is not None:
-            base = server.get("base_url") or "/"
-            return f"{base if base.endswith('/') else base + '/'}proxy/{port}/"
-    return f"http://127.0.0.1:{port}/"
+            return jupyter_proxy_url(server.get("base_url") or "/", port)
+    return local_url(port)
