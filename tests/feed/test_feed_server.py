@@ -71,12 +71,19 @@ def test_a_connection_without_the_run_secret_is_refused(server):
     assert server._server.rejected == 1
 
 
-def test_a_full_buffer_holds_the_feeding_task_back():
+def feeding_a_1mb_buffer(rows: int) -> tuple[FeedServer, threading.Thread, list]:
+    """A feed server with a 1 MB buffer, and a thread feeding it ``rows`` rows of 64 float32 in
+    256 KB frames; ``records`` gets the feeding task's record when it returns."""
     srv = FeedServer(SECRET, "127.0.0.1", buffer_bytes=1 << 20).start()
     feed = TrainFeed(SECRET, [srv.address], "1.0", timeout=60, frame_bytes=256 << 10)
-    records = []
-    t = threading.Thread(target=lambda: records.append(feed.feed(0, 0, batches(0, 20_000, 1000, 64))), daemon=True)
+    records: list = []
+    t = threading.Thread(target=lambda: records.append(feed.feed(0, 0, batches(0, rows, 1000, 64))), daemon=True)
     t.start()
+    return srv, t, records
+
+
+def test_a_full_buffer_holds_the_feeding_task_back():
+    srv, t, records = feeding_a_1mb_buffer(rows=20_000)
     time.sleep(1.5)
     assert t.is_alive(), "5 MB cannot fit a 1 MB buffer: the task must wait"
     assert srv.queue.buffered_bytes <= (1 << 20) + (300 << 10)
@@ -90,11 +97,7 @@ def test_a_full_buffer_holds_the_feeding_task_back():
 
 
 def test_terminate_stops_the_feeding_task_quickly():
-    srv = FeedServer(SECRET, "127.0.0.1", buffer_bytes=1 << 20).start()
-    feed = TrainFeed(SECRET, [srv.address], "1.0", timeout=60, frame_bytes=256 << 10)
-    records = []
-    t = threading.Thread(target=lambda: records.append(feed.feed(0, 0, batches(0, 200_000, 1000, 64))), daemon=True)
-    t.start()
+    srv, t, records = feeding_a_1mb_buffer(rows=200_000)
     time.sleep(1.0)
     DataFeed(srv).terminate()
     t.join(10)

@@ -32,15 +32,20 @@ NAMES = ["chief_0/train/events.out.tfevents.1", "chief_0/validation/events.out.t
          "worker_0/events.out.tfevents.3", "eval/events.out.tfevents.4"]
 
 
+def _mirror_while_growing(sync: MirrorSync, src, rng: random.Random, passes: int, rounds: int) -> None:
+    """Grow the files under ``src`` between ``passes`` mirror passes, then make a last full pass."""
+    for _ in range(passes):
+        _grow(src, rng, NAMES, rounds=rounds)
+        sync.tick()
+    sync.tick(full=True)
+
+
 def test_mirror_files_stay_byte_identical_to_growing_sources(tmp_path):
     src, dst = tmp_path / "src", tmp_path / "mirror"
     rng = random.Random(1)
     sync = MirrorSync(Mirror(str(dst)))
     sync.add(LocalSource(str(src)))
-    for _ in range(20):
-        _grow(src, rng, NAMES, rounds=5)
-        sync.tick()
-    sync.tick(full=True)
+    _mirror_while_growing(sync, src, rng, passes=20, rounds=5)
     assert _tree(dst) == _tree(src)
 
 
@@ -110,10 +115,7 @@ def test_fsspec_source_mirrors_a_file_url(tmp_path):
     assert type(source).__name__ == "FsspecSource"
     sync = MirrorSync(Mirror(str(dst)))
     sync.add(source)
-    for _ in range(5):
-        _grow(src, rng, NAMES, rounds=4)
-        sync.tick()
-    sync.tick(full=True)
+    _mirror_while_growing(sync, src, rng, passes=5, rounds=4)
     assert _tree(dst) == _tree(src)
 
 
@@ -140,10 +142,7 @@ def test_hadoop_file_uri_is_mirrored_through_the_spark_jvm(tmp_path, local_spark
     sync = MirrorSync(Mirror(str(dst)))
     sync.add(source)
     assert sync.tick() == 0  # the directory does not exist yet
-    for _ in range(5):
-        _grow(src, rng, NAMES, rounds=4)
-        sync.tick()
-    sync.tick(full=True)
+    _mirror_while_growing(sync, src, rng, passes=5, rounds=4)
     assert _tree(dst) == _tree(src)
 
 
