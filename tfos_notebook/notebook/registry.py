@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import psutil
 
 from ..runtime.errors import ConfigError
-from ..runtime.events import TERMINAL_STATES, Event, LaunchSubmitted, RunFinished, Step
+from ..runtime.events import TERMINAL_STATES, Event, RunFinished, Step
 from ..runtime.statefiles import same_process, state_dir, write_json_atomic
 
 if TYPE_CHECKING:
@@ -205,9 +205,8 @@ class RunTracker:
             if "loss" in event.metrics:
                 changes["loss"] = float(event.metrics["loss"])
             self._update(throttle=True, **changes)
-        elif isinstance(event, LaunchSubmitted) or self.run.state != self.record.state:
-            if self.run.state not in ("new", *TERMINAL_STATES):
-                self._update(state=self.run.state)
+        elif self.run.state not in ("new", *TERMINAL_STATES):  # reserving or running, on any event
+            self._update(state=self.run.state)
 
     def _update(self, throttle: bool = False, **changes: Any) -> None:
         with self._lock:
