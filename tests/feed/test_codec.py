@@ -8,7 +8,7 @@ import pytest
 from pyspark.sql import Row
 
 from tfos_notebook.runtime.errors import FeedError
-from tfos_notebook.runtime.feed_codec import (
+from tfos_notebook.runtime.feed.codec import (
     batch_bytes,
     batch_to_rows,
     batches_of_rows,

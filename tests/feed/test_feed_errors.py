@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tfos_notebook import ConfigError, FeedError, Run, TFCluster
-from tfos_notebook.runtime.datafeed import DataFeed, feed_of
-from tfos_notebook.runtime.feeder import _Data
+from tfos_notebook.runtime.feed.datafeed import DataFeed, feed_of
+from tfos_notebook.runtime.feed.feeder import _Data
 
 
 def noop(args, ctx):

@@ -11,11 +11,11 @@ import pyarrow as pa
 import pytest
 
 from tfos_notebook.runtime import channel
-from tfos_notebook.runtime.datafeed import DataFeed, arrays_of, predict
+from tfos_notebook.runtime.feed.datafeed import DataFeed, arrays_of, predict
 from tfos_notebook.runtime.errors import ChannelError
-from tfos_notebook.runtime.feed_protocol import FeedClient, tell
-from tfos_notebook.runtime.feed_server import FeedServer
-from tfos_notebook.runtime.feed_tasks import InferFeed, TrainFeed
+from tfos_notebook.runtime.feed.protocol import FeedClient, tell
+from tfos_notebook.runtime.feed.server import FeedServer
+from tfos_notebook.runtime.feed.tasks import InferFeed, TrainFeed
 
 SECRET = channel.new_secret()
 

@@ -104,7 +104,7 @@ class NodeContext:
     def get_data_feed(self, train_mode: bool = True, qname_in: str = "input", qname_out: str = "output",
                       input_mapping: dict[str, str] | None = None) -> Any:
         """TensorFlowOnSpark's shortcut for ``TFNode.DataFeed(ctx.mgr, train_mode, ...)``."""
-        from .datafeed import DataFeed
+        from .feed.datafeed import DataFeed
 
         return DataFeed(self.mgr, train_mode, qname_in, qname_out, input_mapping)
 
@@ -131,10 +131,10 @@ class NodeContext:
 
         Arrays of equal length become dimensions (``array<array<float>>`` 28x28 -> ``[None, 28, 28]``),
         strings and binary become ``tf.string``. Raises ``FeedError`` without InputMode.SPARK, for
-        nulls, ragged arrays or types TensorFlow cannot hold (see runtime.datafeed for
+        nulls, ragged arrays or types TensorFlow cannot hold (see runtime.feed.datafeed for
         MultiWorkerMirroredStrategy and uneven data).
         """
-        from .datafeed import feed_of, make_dataset
+        from .feed.datafeed import feed_of, make_dataset
 
         return make_dataset(feed_of(self), batch_size, features, label, by_epoch, drop_remainder, prefetch)
 
@@ -143,7 +143,7 @@ class NodeContext:
         for one column, else a dict of arrays) and send back its output, one result per row (an
         array, a list, a tensor, or a dict of them for several columns). Returns the rows answered
         once the feed ends (``shutdown`` / ``end_feed`` on the driver)."""
-        from .datafeed import feed_of, predict
+        from .feed.datafeed import feed_of, predict
 
         return predict(feed_of(self), fn, batch_size, features)
 

@@ -175,7 +175,7 @@ class Run:
         self.started_at: float | None = None
         self.feeder = None
         if input_mode == "spark":
-            from .feeder import Feeder
+            from .feed.feeder import Feeder
 
             self.feeder = Feeder(self)
 

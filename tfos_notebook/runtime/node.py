@@ -255,7 +255,7 @@ def run_node(plan: NodePlan, task: int, gpus: list[str]) -> dict:
         payload, result_path = os.path.join(workdir, "payload.pkl"), os.path.join(workdir, "result.pkl")
         feed = None
         if plan.feed_buffer_bytes and role in FOREGROUND_ROLES:
-            from .feed_server import FeedServer
+            from .feed.server import FeedServer
 
             feed = FeedServer(plan.secret, host, plan.feed_buffer_bytes)
         with open(payload, "wb") as f:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from .feed_codec import column_to_numpy
+from .codec import column_to_numpy
 
 
 @dataclass(eq=False)
@@ -39,7 +39,7 @@ class Chunk:
         if name not in self._arrays:
             idx = self.batch.schema.get_field_index(name)
             if idx < 0:
-                from .errors import FeedError
+                from ..errors import FeedError
 
                 raise FeedError(f"the fed data has no column {name!r}; it has {self.batch.schema.names}")
             self._arrays[name] = column_to_numpy(self.batch.column(idx), name)

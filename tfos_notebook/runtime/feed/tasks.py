@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from .errors import ChannelError, FeedError, FeedTimeout
-from .feed_codec import batches_of_rows, result_values, slices
-from .feed_protocol import CONNECTION_ERRORS, FRAME_BYTES, MAX_FRAME, FeedClient
+from ..errors import ChannelError, FeedError, FeedTimeout
+from .codec import batches_of_rows, result_values, slices
+from .protocol import CONNECTION_ERRORS, FRAME_BYTES, MAX_FRAME, FeedClient
 
 RECORD_SCHEMA = pa.schema([("part", pa.int32()), ("node", pa.int32()), ("rows", pa.int64()),
                            ("skipped", pa.int64()), ("status", pa.string()), ("detail", pa.string())])

@@ -28,9 +28,9 @@ import socket
 
 import pyarrow as pa
 
-from . import channel
-from .errors import ChannelError, FeedError
-from .feed_codec import batch_bytes
+from .. import channel
+from ..errors import ChannelError, FeedError
+from .codec import batch_bytes
 
 MAX_FRAME = 256 << 20
 FRAME_BYTES = 4 << 20  # target size of one record batch on the wire

@@ -27,14 +27,14 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from .errors import FeedError
-from .feed_codec import batch_to_rows, results_to_batch
-from .feed_queue import Piece
+from ..errors import FeedError
+from .codec import batch_to_rows, results_to_batch
+from .queue import Piece
 
 
 def feed_of(obj: Any):
     """The node's data feed, given ``ctx``, ``ctx.mgr`` or the feed itself."""
-    from .feed_server import FeedServer
+    from .server import FeedServer
 
     for candidate in (obj, getattr(obj, "mgr", None)):
         if isinstance(candidate, FeedServer):
@@ -74,7 +74,7 @@ def _spec(tf, name: str, field: pa.Field, sample: pa.RecordBatch | None):
     while pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
         depth, t = depth + 1, t.value_type
     if sample is not None and sample.num_rows:
-        from .feed_codec import column_to_numpy
+        from .codec import column_to_numpy
 
         arr = column_to_numpy(sample.column(sample.schema.get_field_index(name)), name)
         dims: list[int | None] = list(arr.shape[1:])

@@ -2,7 +2,7 @@
 
 ``Run.train(data, num_epochs)`` waits for every training node's data feed, tells the nodes what
 the data looks like (one sample row), then runs one ordinary Spark job per epoch whose tasks
-stream their partitions to the nodes (runtime.feed_tasks), and marks the end of each epoch on
+stream their partitions to the nodes (feed.tasks), and marks the end of each epoch on
 every node once the job is done, so that each pass over ``ctx.dataset`` is one epoch. While a job
 runs, the driver watches the nodes' progress reports: a node whose buffered data waited longer
 than ``feed_timeout`` fails the call with ``FeedTimeout``; a node that fails fails it with that
@@ -21,13 +21,13 @@ from typing import Any
 
 import pyarrow as pa
 
-from . import preflight
-from .ctx import FOREGROUND_ROLES
-from .errors import FeedError, FeedTimeout, SparkJobError, TFOSError
-from .events import EpochFed, FeedProgress
-from .feed_codec import batch_bytes, empty_stream, rows_to_batch, schema_for_sample
-from .feed_protocol import CONNECTION_ERRORS, tell
-from .feed_tasks import RECORD_DDL, InferFeed, TrainFeed
+from .. import preflight
+from ..ctx import FOREGROUND_ROLES
+from ..errors import FeedError, FeedTimeout, SparkJobError, TFOSError
+from ..events import EpochFed, FeedProgress
+from .codec import batch_bytes, empty_stream, rows_to_batch, schema_for_sample
+from .protocol import CONNECTION_ERRORS, tell
+from .tasks import RECORD_DDL, InferFeed, TrainFeed
 
 PROGRESS_EVENT_SECONDS = 5.0
 TASK_TIMEOUT_MARGIN = 60.0  # the tasks' own timeout, a safety net behind the driver's watch
@@ -368,7 +368,7 @@ class Feeder:
 
 
 def _job_error(e: BaseException, what: str) -> Exception:
-    from .launch import _spark_error_summary
+    from ..launch import _spark_error_summary
 
     text = _spark_error_summary(e)
     for line in str(e).splitlines():

@@ -23,11 +23,11 @@ from typing import IO, Any
 
 import pyarrow as pa
 
-from . import channel
-from .errors import FeedError
-from .feed_codec import batch_bytes, read_stream
-from .feed_protocol import MAX_FRAME
-from .feed_queue import Chunk, EpochEnd, FeedEnd, FeedQueue, PartitionEnd, Piece
+from .. import channel
+from ..errors import FeedError
+from .codec import batch_bytes, read_stream
+from .protocol import MAX_FRAME
+from .queue import Chunk, EpochEnd, FeedEnd, FeedQueue, PartitionEnd, Piece
 
 REPORT_SECONDS = 1.0
 

@@ -1,0 +1,186 @@
+"""The one seam between tfos_notebook and Spark.
+
+Everything the package needs from Spark goes through a :class:`SparkBackend`: the cluster's
+executors and slots, configuration, running a job under a tag of its own and cancelling it, a
+barrier gang of tasks, and the cluster's Hadoop filesystems. Nothing else in the package touches a
+SparkContext, a SparkSession's internals or the JVM.
+
+:class:`~tfos_notebook.runtime.spark.classic.ClassicBackend` implements it on a SparkContext (the
+JVM status store gives executors and slots exactly). A Spark Connect session has no SparkContext,
+RDD or JVM: its implementation runs the gang as a barrier ``mapInArrow`` job under a session tag
+(``addTag`` / ``interruptTag``), and answers slots from the session's conf and a probe job,
+marking such figures as estimates (``ClusterView.exact``).
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from ..diagnose import ExecutorInfo
+
+T = TypeVar("T")
+
+#: A barrier task's body: ``fn(partition_id, gpu_addresses) -> dict`` (one small, msgpack-able
+#: summary per task, collected by the driver).
+BarrierFn = Callable[[int, list[str]], dict]
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    """What the cluster looks like now, for pre-flight and diagnosis.
+
+    ``busy_slots`` / ``other_jobs`` count running tasks of jobs other than the caller's own tag;
+    ``expected_executors`` is how many executors the application asked for (None: unknown);
+    ``exact`` is False where figures are estimates (no status store to read)."""
+
+    executors: tuple[ExecutorInfo, ...]
+    total_slots: int
+    busy_slots: int = 0
+    other_jobs: tuple[str, ...] = ()
+    expected_executors: int | None = None
+    exact: bool = True
+
+
+class HadoopFileSystem(ABC):
+    """A directory tree on a Hadoop filesystem (``hdfs://``, ``dbfs:/``, ``s3a://``...) read with the
+    cluster's own configuration and credentials."""
+
+    @abstractmethod
+    def list_sizes(self) -> dict[str, int]:
+        """``{relative path: size}`` of every file below the root (checksum side files excluded)."""
+
+    @abstractmethod
+    def read(self, relpath: str, offset: int, length: int) -> bytes:
+        """Up to ``length`` bytes of ``relpath`` from ``offset``."""
+
+
+class SparkJob(Generic[T]):
+    """A Spark job running on a background thread under a tag of its own, so that it can be
+    cancelled without touching the caller's other jobs. Made by :meth:`SparkBackend.submit`."""
+
+    def __init__(self, backend: SparkBackend, tag: str, description: str, body: Callable[[], T]) -> None:
+        self.backend, self.tag, self.description = backend, tag, description
+        self._body = body
+        self._result: T | None = None
+        self.error: BaseException | None = None
+        self._thread = backend.job_thread(self._run, name=f"tfos-job-{tag}")
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.backend.set_tag(self.tag, self.description)
+            self._result = self._body()
+        except BaseException as e:  # Py4JJavaError, SparkConnectException...: the caller summarises
+            self.error = e
+        finally:
+            self.backend.clear_tag(self.tag)
+
+    @property
+    def done(self) -> bool:
+        return not self._thread.is_alive()
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait up to ``timeout`` seconds; whether the job has ended."""
+        self._thread.join(timeout)
+        return self.done
+
+    def cancel(self) -> None:
+        """Cancel the job's tasks (interrupting them); the job then ends with an error."""
+        if not self.done:
+            self.backend.cancel(self.tag)
+
+    def result(self) -> T:
+        """The body's return value once ended; raises the job's error."""
+        if not self.done:
+            raise RuntimeError(f"Spark job {self.tag} is still running")
+        if self.error is not None:
+            raise self.error
+        return self._result  # type: ignore[return-value]
+
+
+class SparkBackend(ABC):
+    """Spark, as tfos_notebook uses it. One instance per SparkContext / session."""
+
+    #: ``"classic"`` or ``"connect"``.
+    kind: str = ""
+
+    # -- configuration -----------------------------------------------------------------------
+    @property
+    @abstractmethod
+    def master(self) -> str:
+        """``spark.master`` (``local[4]``, ``spark://...``, ``yarn``...)."""
+
+    @abstractmethod
+    def conf(self, key: str, default: str | None = None) -> str | None:
+        """A Spark conf value as the application sees it, or ``default``."""
+
+    def driver_host(self) -> str:
+        """The driver address executors reach (where the control server binds)."""
+        return self.conf("spark.driver.host") or "127.0.0.1"
+
+    @abstractmethod
+    def default_fs(self) -> str:
+        """Hadoop's ``fs.defaultFS`` (``file:///`` when unknown): ``ctx.defaultFS`` on the nodes."""
+
+    # -- the cluster -------------------------------------------------------------------------
+    @abstractmethod
+    def cluster(self, own_tag: str | None = None) -> ClusterView:
+        """Executors, slots and other jobs now; tasks of ``own_tag``'s jobs are not "other jobs"."""
+
+    @abstractmethod
+    def task_errors(self, tag: str) -> tuple[str, ...]:
+        """Error messages of failed task attempts in the jobs run under ``tag`` (best effort)."""
+
+    # -- jobs --------------------------------------------------------------------------------
+    def job_thread(self, target: Callable[[], None], name: str) -> threading.Thread:
+        """A thread that carries the calling thread's Spark properties (local properties, tags)."""
+        from pyspark import InheritableThread
+
+        return InheritableThread(target=target, name=name, daemon=True)
+
+    @abstractmethod
+    def set_tag(self, tag: str, description: str) -> None:
+        """Put the calling thread's next jobs under ``tag`` (a job group on a SparkContext)."""
+
+    @abstractmethod
+    def clear_tag(self, tag: str) -> None:
+        """Undo :meth:`set_tag` for the calling thread."""
+
+    @abstractmethod
+    def cancel(self, tag: str) -> None:
+        """Cancel every job under ``tag``, interrupting its tasks."""
+
+    def submit(self, tag: str, description: str, body: Callable[[], T]) -> SparkJob[T]:
+        """Run ``body`` (which runs Spark jobs) on a background thread under ``tag``."""
+        return SparkJob(self, tag, description, body)
+
+    @abstractmethod
+    def barrier(self, num_tasks: int, fn: BarrierFn) -> list[dict]:
+        """Run ``fn`` in a barrier stage of ``num_tasks`` tasks (all start together or none) and
+        collect what each returns, in partition order. Blocks: call it inside :meth:`submit`."""
+
+    # -- storage -----------------------------------------------------------------------------
+    @abstractmethod
+    def hadoop_fs(self, uri: str) -> HadoopFileSystem:
+        """The directory ``uri`` on the cluster's Hadoop filesystems; raises ``NotImplementedError``
+        where the session has no JVM to read it (Spark Connect: use fsspec or a FUSE path)."""
+
+
+def backend_for(spark: Any) -> SparkBackend:
+    """The backend of ``spark``: a SparkContext, a classic SparkSession, or a backend already."""
+    if isinstance(spark, SparkBackend):
+        return spark
+    from .classic import ClassicBackend
+
+    return ClassicBackend.of(spark)
+
+
+def active_backend() -> SparkBackend | None:
+    """The backend of the active SparkSession / SparkContext of this process, or None."""
+    from .classic import ClassicBackend
+
+    return ClassicBackend.active()
