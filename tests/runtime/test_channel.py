@@ -60,7 +60,7 @@ def test_client_refuses_a_server_that_cannot_prove_the_secret():
         impostor.close()
 
 
-def test_malformed_and_oversized_frames_drop_only_that_connection(echo_server):
+def test_bad_handshakes_drop_only_that_connection_and_a_malformed_frame_is_counted_not_dropped(echo_server):
     server, secret, received = echo_server
     good = channel.connect(*server.address, secret)
     # garbage instead of a handshake
@@ -71,15 +71,19 @@ def test_malformed_and_oversized_frames_drop_only_that_connection(echo_server):
     big = socket.create_connection(server.address)
     big.recv(1024)
     big.sendall(struct.pack(">I", 1 << 30))
-    # authenticated, then a frame that is not a msgpack map
+    # authenticated, then a frame that is not a msgpack map and one that is no msgpack at all: counted,
+    # and the connection goes on (the frame length keeps the stream in step)
     bad = channel.connect(*server.address, secret)
     data = msgpack.packb([1, 2, 3])
-    bad.sock.sendall(struct.pack(">I", len(data)) + data)
-    assert eventually(lambda: server.rejected == 3)
+    bad.sock.sendall(struct.pack(">I", len(data)) + data + struct.pack(">I", 2) + b"\xc1\xc1")
+    assert eventually(lambda: server.rejected == 2 and server.malformed == 2)
     for s in (raw, big):
         s.settimeout(2)
         assert s.recv(10) == b""  # closed by the server
         s.close()
+    bad.send({"after": "malformed"})
+    assert bad.recv() == {"echo": {"after": "malformed"}}
+    bad.close()
     good.send({"still": "served"})
     assert good.recv() == {"echo": {"still": "served"}}
     good.close()

@@ -15,6 +15,7 @@ from tfos_notebook.runtime.events import (
     Log,
     Registered,
     RunFinished,
+    RunStateChanged,
     Step,
     TaskState,
 )
@@ -35,7 +36,7 @@ def test_run_returns_the_chief_value_and_streams_events(local_spark):
     assert set(run.results) == {"chief:0", "worker:0"}
     assert run.state == "finished"
     kinds = [type(e) for e in run.events.events()]
-    assert kinds[0] is LaunchSubmitted and kinds[-1] is RunFinished
+    assert kinds[:2] == [RunStateChanged, LaunchSubmitted] and kinds[-1] is RunFinished
     assert len(run.events.events(Registered)) == 2 and len(run.events.events(ClusterReady)) == 1
     lines = {(e.role, e.line) for e in run.events.events(Log)}
     assert ("chief", "hello from chief:0") in lines and ("worker", "hello from worker:0") in lines

@@ -12,10 +12,12 @@ from ..lazy import lazy_exports
 _EXPORTS = {
     **{name: (".ctx", name) for name in ("NodeContext",)},
     **{name: (".diagnose", name) for name in ("Finding", "Snapshot", "diagnose")},
-    **{name: (".launch", name) for name in ("Run", "plan_roles")},
+    **{name: (".launch", name) for name in ("Run",)},
+    **{name: (".roles", name) for name in ("plan_roles",)},
+    **{name: (".lifecycle", name) for name in ("NodeState", "RunState")},
     **{name: (".errors", name) for name in (
         "ConfigError", "FeedError", "FeedTimeout", "LaunchError", "NodeError", "PreflightError",
-        "ReservationTimeout", "RunStopped", "SparkJobError", "TFOSError")},
+        "ReservationTimeout", "ResultError", "RunStopped", "SparkJobError", "TFOSError")},
 }
 
 __all__ = sorted(_EXPORTS)

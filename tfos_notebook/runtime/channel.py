@@ -10,8 +10,11 @@ that travel to the executors inside the Spark task closure)::
     client -> {"nonce": Nc, "proof": HMAC(secret, "client" | Ns | Nc)}
     server -> {"proof": HMAC(secret, "server" | Nc | Ns)}
 
-A connection that fails this, sends a malformed or oversized frame, or stays silent during the
-handshake is dropped and logged; the server goes on serving the others. The channel authenticates
+A connection that fails this, sends an oversized frame, or stays silent during the handshake is
+dropped and logged; the server goes on serving the others. After the handshake, a frame that is
+not a msgpack map, or a message its handler refuses (``ChannelError``), is logged and counted in
+``ControlServer.malformed`` and the connection goes on: the frame's length keeps the stream in
+step, and a bad message must never cost a node its connection. The channel authenticates
 but does not encrypt: on untrusted networks use Spark's own network encryption settings, as for
 the rest of Spark's traffic.
 """
@@ -31,6 +34,14 @@ from typing import Any
 import msgpack
 
 from .errors import ChannelError
+
+
+class MalformedFrame(ChannelError):
+    """A whole frame arrived but is not a msgpack map; the stream is still in step."""
+
+
+class FrameTooLarge(ChannelError):
+    """A frame's announced length is over the limit; the stream cannot be followed further."""
 
 log = logging.getLogger(__name__)
 
@@ -99,13 +110,14 @@ class Connection:
         limit = self.max_frame if max_size is None else max_size
         (size,) = _HEADER.unpack(_recv_exact(self.sock, _HEADER.size))
         if size > limit:
-            raise ChannelError(f"frame of {size} bytes exceeds the {limit}-byte limit")
+            raise FrameTooLarge(f"frame of {size} bytes exceeds the {limit}-byte limit")
+        data = _recv_exact(self.sock, size)
         try:
-            msg = msgpack.unpackb(_recv_exact(self.sock, size), raw=False)
+            msg = msgpack.unpackb(data, raw=False)
         except (ValueError, msgpack.UnpackException) as e:
-            raise ChannelError(f"malformed frame: {e}") from e
+            raise MalformedFrame(f"malformed frame: {e}") from e
         if not isinstance(msg, dict):
-            raise ChannelError("malformed frame: not a map")
+            raise MalformedFrame("malformed frame: not a map")
         return msg
 
     def close(self) -> None:
@@ -146,7 +158,8 @@ class ControlServer:
     """A TCP server for one run: authenticates each connection, then hands every message to
     ``on_message(conn, msg)`` on that connection's thread, and ``on_close(conn)`` when it ends.
 
-    Bound only to ``host`` (the driver address the executors use), on an ephemeral port.
+    Bound only to ``host`` (the driver address the executors use), on an ephemeral port. ``close``
+    stops the accept thread and every connection's thread and joins them.
     """
 
     def __init__(self, host: str, secret: bytes, on_message: Callable[[Connection, dict], None],
@@ -156,10 +169,12 @@ class ControlServer:
         self.on_message = on_message
         self.on_close = on_close or (lambda conn: None)
         self.max_frame = max_frame
-        self.rejected = 0  # connections dropped for failed auth or bad frames
+        self.rejected = 0  # connections dropped for failed auth, a silent handshake or an oversized frame
+        self.malformed = 0  # frames or messages refused on connections that were kept
         self._listener = socket.create_server((host, 0))
         self.host, self.port = self._listener.getsockname()[:2]
         self._conns: set[Connection] = set()
+        self._threads: set[threading.Thread] = set()
         self._lock = threading.Lock()
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._accept_loop, name=f"tfos-control-{self.port}", daemon=True)
@@ -175,8 +190,14 @@ class ControlServer:
                 sock, peer = self._listener.accept()
             except OSError:
                 return
-            threading.Thread(target=self._serve, args=(sock, peer), daemon=True,
-                             name=f"tfos-conn-{peer[0]}:{peer[1]}").start()
+            thread = threading.Thread(target=self._serve, args=(sock, peer), daemon=True,
+                                      name=f"tfos-conn-{peer[0]}:{peer[1]}")
+            with self._lock:
+                if self._stopped.is_set():
+                    sock.close()
+                    return
+                self._threads.add(thread)
+            thread.start()
 
     def _reject(self, conn: Connection, peer, why: str) -> None:
         with self._lock:
@@ -208,8 +229,15 @@ class ControlServer:
             self._conns.add(conn)
         try:
             while not self._stopped.is_set():
-                msg = conn.recv()
-                self.on_message(conn, msg)
+                try:
+                    msg = conn.recv()  # FrameTooLarge: the stream is out of step, the connection is dropped
+                except MalformedFrame as e:
+                    self._refused(peer, e)
+                    continue
+                try:
+                    self.on_message(conn, msg)
+                except ChannelError as e:
+                    self._refused(peer, e)
         except ChannelError as e:
             self._reject(conn, peer, str(e))
         except (OSError, ConnectionError):
@@ -219,15 +247,34 @@ class ControlServer:
         finally:
             with self._lock:
                 self._conns.discard(conn)
+                self._threads.discard(threading.current_thread())
             conn.close()
             self.on_close(conn)
+
+    def _refused(self, peer, error: ChannelError) -> None:
+        with self._lock:
+            self.malformed += 1
+        log.warning("tfos control channel: refused a message from %s:%s: %s", peer[0], peer[1], error)
 
     def connections(self) -> list[Connection]:
         with self._lock:
             return list(self._conns)
 
-    def close(self) -> None:
+    def close(self, join_timeout: float = 5.0) -> None:
+        """Stop accepting, close every connection (``on_close`` runs for each) and join the threads."""
         self._stopped.set()
+        try:
+            self._listener.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept()
+        except OSError:
+            pass
         self._listener.close()
         for conn in self.connections():
             conn.close()
+        with self._lock:
+            threads = [self._thread, *self._threads]
+        for thread in threads:
+            if thread is not threading.current_thread():
+                thread.join(join_timeout)
+                if thread.is_alive():
+                    log.warning("tfos control channel: thread %s did not end within %.0fs", thread.name,
+                                join_timeout)

@@ -8,7 +8,7 @@ rest of the environment (``TF_CONFIG``); an empty stdin means "not needed", and 
 process per run means TensorFlow's collective state never leaks into the next run, and killing
 the group releases every GPU and port it held.
 
-It writes the outcome to RESULT (a pickled ``("ok", value_bytes)`` or ``("error", traceback)``),
+It writes the outcome to RESULT (a pickled ``("ok", value_bytes, type_name)`` or ``("error", traceback)``),
 progress lines to STATUS_FD, and kills itself and its group if the node that started it dies.
 """
 
@@ -42,6 +42,11 @@ def _write_result(path: str, outcome: tuple) -> None:
     os.replace(tmp, path)
 
 
+def _type_name(value) -> str:
+    cls = type(value)
+    return f"{cls.__module__}.{cls.__qualname__}" if cls.__module__ != "builtins" else cls.__qualname__
+
+
 def main(argv: list[str]) -> int:
     status_fd, node_pid = int(argv[1]), int(argv[2])
     threading.Thread(target=watch_parent, args=(node_pid,), daemon=True).start()
@@ -65,11 +70,11 @@ def main(argv: list[str]) -> int:
         if ctx.mgr is not None:  # InputMode.SPARK: serve the data feed before the function starts
             ctx.mgr.start(status)
         value = payload["main_fun"](payload["args"], ctx)
-        _write_result(result_path, ("ok", cloudpickle.dumps(value)))
+        _write_result(result_path, ("ok", cloudpickle.dumps(value), _type_name(value)))
         return 0
     except BaseException as e:  # report everything, SystemExit and KeyboardInterrupt included
         if isinstance(e, SystemExit) and e.code in (None, 0):
-            _write_result(result_path, ("ok", pickle.dumps(None)))
+            _write_result(result_path, ("ok", pickle.dumps(None), "NoneType"))
             return 0
         _write_result(result_path, ("error", traceback.format_exc()))
         return 1

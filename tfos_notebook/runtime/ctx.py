@@ -149,7 +149,9 @@ class NodeContext:
 
     def report(self, step: int, **metrics: float) -> None:
         """Send training progress (step and scalar metrics such as ``loss``) to the driver's monitor."""
-        self._emit({"type": "step", "step": int(step), "metrics": {k: float(v) for k, v in metrics.items()}})
+        from .messages import StepReport
+
+        self._emit(StepReport(int(step), {k: float(v) for k, v in metrics.items()}))
 
     def summary_writer(self, name: str = "", flush_secs: float = 1.0):
         """A ``tf.summary`` file writer under this node's log directory (``name``: a subdirectory),
@@ -196,9 +198,11 @@ class NodeContext:
             checkpoint.restore(latest)
         return latest
 
-    def _emit(self, msg: dict) -> None:
+    def _emit(self, msg) -> None:
         if self._status is not None:
-            self._status.write(json.dumps(msg) + "\n")
+            from .messages import to_json
+
+            self._status.write(to_json(msg) + "\n")
             self._status.flush()
 
     def __getstate__(self) -> dict:

@@ -49,6 +49,18 @@ class NodeError(TFOSError):
         super().__init__(f"the function failed on {where}:\n{detail}{hints}")
 
 
+class ResultError(NodeError):
+    """A node's function returned a value the driver cannot unpickle (its class is not importable
+    here, typically); not retried, since the function would return it again."""
+
+    def __init__(self, role: str, index: int, host: str, value_type: str, cause: BaseException) -> None:
+        what = f"a value of type {value_type}" if value_type else "a value"
+        super().__init__(role, index, host,
+                         f"the function returned {what} that the driver cannot unpickle "
+                         f"({type(cause).__name__}: {cause}): return plain Python or numpy values, or make "
+                         "the module that defines the type importable on the driver")
+
+
 class RunStopped(TFOSError):
     """The run was stopped on request (Stop button, ``%tfos_stop``, ``run.stop()``)."""
 

@@ -7,12 +7,15 @@ view exists. Every event is a frozen dataclass with the run id and a wall-clock 
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 
 def _now() -> float:
@@ -105,11 +108,18 @@ class FindingRaised(Event):
 
 
 @dataclass(frozen=True)
-class RunFinished(Event):
-    """The run ended: ``state`` is ``finished``, ``failed`` or ``stopped``."""
+class RunStateChanged(Event):
+    """The run moved to ``state`` (a ``lifecycle.RunState`` value) during ``attempt``; ``error`` is
+    the run's error once it is failing or failed."""
 
     state: str
     error: str = ""
+    attempt: int = 0
+
+
+@dataclass(frozen=True)
+class RunFinished(RunStateChanged):
+    """The run ended: ``state`` is ``finished``, ``failed`` or ``stopped``."""
 
 
 @dataclass(frozen=True)
@@ -138,13 +148,20 @@ class EpochFed(Event):
 TERMINAL_STATES = frozenset({"finished", "failed", "stopped"})
 
 
+def _deliver(callback: Callable[[Event], None], event: Event) -> None:
+    try:
+        callback(event)
+    except Exception:  # a broken view must not break the run
+        log.warning("an event subscriber (%r) failed on %s", callback, type(event).__name__, exc_info=True)
+
+
 class EventStream:
     """A thread-safe, replayable stream of events with subscribers.
 
     State events are all kept; log lines and steps are kept up to ``max_logs`` / ``max_steps``
     (the oldest dropped), so a chatty run cannot grow the driver's memory without bound.
     Subscribers see every event as it is published; they are called on the publishing thread and
-    must be quick; an exception in one is swallowed so it cannot break the run.
+    must be quick; an exception in one is logged and cannot break the run.
     """
 
     def __init__(self, max_logs: int = 5000, max_steps: int = 10000) -> None:
@@ -166,10 +183,7 @@ class EventStream:
             subscribers = list(self._subscribers)
             self._changed.notify_all()
         for callback in subscribers:
-            try:
-                callback(event)
-            except Exception:  # a broken view must not break the run
-                pass
+            _deliver(callback, event)
 
     def subscribe(self, callback: Callable[[Event], None], replay: bool = True) -> Callable[[], None]:
         """Call ``callback`` for every event (first the past ones when ``replay``); returns an
@@ -178,10 +192,7 @@ class EventStream:
             past = sorted([*self._events, *self._logs, *self._steps], key=lambda e: e.t) if replay else []
             self._subscribers.append(callback)
         for event in past:
-            try:
-                callback(event)
-            except Exception:
-                pass
+            _deliver(callback, event)
 
         def unsubscribe() -> None:
             with self._lock:

@@ -1,28 +1,33 @@
-"""Driver side of a run: pre-flight, control server, gang launch in barrier mode, reservations,
-cluster spec, outcome.
+"""Driver side of a run: its lifecycle from pre-flight to outcome, one Spark barrier job per
+attempt, and the feed facade.
 
 ``Run(sc, main_fun, args, num_nodes, ...).start()`` returns at once (after a sub-second
-pre-flight) with the barrier job running on a background thread in a job group of its own; the
-caller waits, polls the event stream, or stops it. Nothing here calls ``sc.stop()`` or
-``sys.exit()``: every failure ends this run only, and the SparkContext stays usable.
+pre-flight) with the barrier job running under a tag of its own; the caller waits, polls the event
+stream, or stops it. The run's state changes only through its :class:`~.lifecycle.Lifecycle`;
+the nodes' messages are handled by a :class:`~.coordinator.Coordinator` per attempt; Spark is
+reached only through the run's :class:`~.spark.backend.SparkBackend`. Nothing here calls
+``sc.stop()`` or ``sys.exit()``: every failure ends this run only, and the Spark session stays
+usable.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import pickle
 import threading
 import time
 import uuid
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from . import channel, preflight
+from . import messages as m
 from .child import WATCHDOG_SECS as CHILD_WATCHDOG_SECS
-from .ctx import FOREGROUND_ROLES, node_dir_name
-from .diagnose import Finding, Snapshot, blockers, diagnose, diagnose_failure, leftover_findings
+from .coordinator import BACKGROUND_ROLES, Coordinator, NodeRecord
+from .diagnose import Finding, blockers
 from .errors import (
+    ChannelError,
     ConfigError,
     NodeError,
     PreflightError,
@@ -30,76 +35,28 @@ from .errors import (
     RunStopped,
     SparkJobError,
 )
-from .events import (
-    ClusterReady,
-    EventStream,
-    FindingRaised,
-    GpuAssigned,
-    LaunchSubmitted,
-    Log,
-    Registered,
-    RunFinished,
-    Step,
-    TaskState,
-)
+from .events import ClusterReady, EventStream, LaunchSubmitted, RunFinished
 from .filetail import Chunk
+from .lifecycle import Lifecycle, NodeState, RunState
 from .node import NodePlan
-from .orphans import Leftover
+from .roles import plan_roles
+from .spark import SparkJob, backend_for
+from .spark.errors import error_summary
+from .timeouts import Deadline
+from .watch import LiveDiagnosis
 
 log = logging.getLogger(__name__)
 
-BACKGROUND_ROLES = ("ps", "evaluator")
-
-
 FileSink = Callable[[str, list[Chunk]], dict[str, int]]
-
-
-def plan_roles(num_nodes: int, num_ps: int = 0, master_node: str | None = "chief",
-               eval_node: bool = False) -> list[tuple[str, int]]:
-    """``(role, index)`` for each of ``num_nodes`` tasks, in the order ps, chief, evaluator, workers."""
-    if num_nodes < 1:
-        raise ConfigError(f"num_executors must be at least 1, got {num_nodes}")
-    if num_ps < 0:
-        raise ConfigError(f"num_ps must be 0 or more, got {num_ps}")
-    if master_node not in (None, "chief", "master"):
-        raise ConfigError(f"master_node must be 'chief', 'master' or None, got {master_node!r}")
-    trainers = num_nodes - num_ps - (1 if eval_node else 0)
-    if trainers < 1:
-        raise ConfigError(
-            f"{num_nodes} nodes leave no node to train after {num_ps} ps"
-            f"{' and 1 evaluator' if eval_node else ''}: raise num_executors or lower num_ps"
-        )
-    roles = [("ps", i) for i in range(num_ps)]
-    if master_node:
-        roles.append((master_node, 0))
-        trainers -= 1
-    if eval_node:
-        roles.append(("evaluator", 0))
-    roles += [("worker", i) for i in range(trainers)]
-    return roles
-
-
-class _Node:
-    """The driver's record of one task."""
-
-    def __init__(self, task: int, role: str, index: int) -> None:
-        self.task, self.role, self.index = task, role, index
-        self.conn: channel.Connection | None = None
-        self.host, self.port, self.executor_id = "", 0, ""
-        self.state = "scheduled"
-        self.returned = False
-        self.value: Any = None
-
-    @property
-    def name(self) -> str:
-        return f"{self.role}:{self.index}"
+WATCH_INTERVAL = 0.25  # how often the supervisor looks at a running attempt
+CANCEL_MARGIN = 2.0  # seconds past the stop grace before an ending attempt's job is cancelled
 
 
 class Run:
     """One launch of ``main_fun`` on a gang of Spark barrier tasks.
 
     Args:
-        sc: the SparkContext (the user's; never stopped here).
+        sc: the SparkContext or SparkSession (the user's; never stopped here).
         main_fun: ``main_fun(args, ctx)``, run on every node in a child process.
         args: passed to ``main_fun`` unchanged (must pickle).
         num_nodes: barrier tasks, one per node, ps and evaluator included.
@@ -135,11 +92,12 @@ class Run:
                  input_mode: str = "tensorflow", feed_buffer_mb: float = 64) -> None:
         if not callable(main_fun):
             raise ConfigError(f"main_fun must be a function taking (args, ctx), got {type(main_fun).__name__}")
-        self.sc = sc
-        self.main_fun, self.args = main_fun, args
         self.roles = plan_roles(num_nodes, num_ps, master_node, eval_node)
         if input_mode not in ("tensorflow", "spark"):
             raise ConfigError(f"input_mode must be 'tensorflow' or 'spark', got {input_mode!r}")
+        self.sc = sc
+        self.backend = backend_for(sc)
+        self.main_fun, self.args = main_fun, args
         self.input_mode = input_mode
         self.feed_buffer_bytes = int(feed_buffer_mb * (1 << 20)) if input_mode == "spark" else 0
         self.run_id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
@@ -152,26 +110,21 @@ class Run:
         self.preflight_wait = preflight_wait
         self.stop_grace_secs = stop_grace_secs
         self.background_grace_secs = 0.0
-        self.events = EventStream()
         self.retries = retries
-        self.attempt = 0
-        self.job_group = f"tfos-{self.run_id}"
-        self.cluster_spec: dict[str, list[str]] = {}
-        self.error: BaseException | None = None
-        self._nodes = [_Node(t, r, i) for t, (r, i) in enumerate(self.roles)]
-        self._lock = threading.RLock()
-        self._done = threading.Event()
-        self._stop_requested = False
-        self._foreground_done_at: float | None = None
-        self._server: channel.ControlServer | None = None
-        self._thread: threading.Thread | None = None
-        self._leftovers: dict[tuple[str, int], Leftover] = {}
-        self._versions: dict[str, tuple[str, str]] = {}
-        self._seen_findings: set[tuple[str, str]] = set()
         self.stall_secs = 3.0  # no registration for this long -> diagnose and show findings
+        self.events = EventStream()
+        self.lifecycle = Lifecycle(self.run_id, self.events)
+        self._lock = self.lifecycle.lock
+        self._hooks = _Hooks(self)
+        self._coord = Coordinator(self.run_id, self.roles, 0, self.events, self._lock, self._hooks)
+        self._diag = LiveDiagnosis(self.run_id, self.backend, self.events, self.roles, gpus_per_node)
         self._file_sink: FileSink | None = None
-        self._retry_pending = False
-        self._state = "new"
+        self._secret = b""
+        self._server: channel.ControlServer | None = None
+        self._supervisor: threading.Thread | None = None
+        self._ending_since: float | None = None  # when the current attempt began to wind down
+        self._foreground_done_at: float | None = None
+        self._settling = False
         self.started_at: float | None = None
         self.feeder = None
         if input_mode == "spark":
@@ -181,230 +134,276 @@ class Run:
 
     # -- views ---------------------------------------------------------------------------------
     @property
-    def state(self) -> str:
-        """``new``, ``reserving``, ``running``, or a terminal state: ``finished``, ``failed``, ``stopped``."""
-        return self._state
+    def state(self) -> RunState:
+        """See :class:`~.lifecycle.RunState`: ``new``, ``reserving``, ``running``, ``relaunching``,
+        ``stopping``, ``failing``, or a terminal state: ``finished``, ``failed``, ``stopped``."""
+        return self.lifecycle.state
+
+    @property
+    def attempt(self) -> int:
+        return self.lifecycle.attempt
+
+    @property
+    def error(self) -> BaseException | None:
+        """The run's error once it is failing or has failed (None while it goes well)."""
+        return self.lifecycle.error
+
+    @property
+    def done(self) -> bool:
+        return self.lifecycle.done.is_set()
+
+    @property
+    def job_group(self) -> str:
+        """The tag (job group) of the current attempt's Spark job."""
+        return f"tfos-{self.run_id}" + (f"-a{self.attempt}" if self.attempt else "")
+
+    @property
+    def cluster_spec(self) -> dict[str, list[str]]:
+        """The current attempt's cluster spec once every node registered (else empty)."""
+        return self._coord.cluster_spec
+
+    @property
+    def nodes(self) -> list[NodeRecord]:
+        """The current attempt's node records, in task order."""
+        return self._coord.nodes
 
     @property
     def results(self) -> dict[str, Any]:
         """Return values of the nodes whose function returned, by ``role:index`` (a ps or evaluator
         stopped after the training nodes finished has none)."""
-        return {n.name: n.value for n in self._nodes if n.returned}
+        return {n.name: n.value for n in self.nodes if n.returned}
 
     @property
     def result(self) -> Any:
         """The chief's return value (worker 0's when there is no chief)."""
-        for n in self._nodes:
+        for n in self.nodes:
             if n.role in ("chief", "master"):
                 return n.value
-        return next((n.value for n in self._nodes if n.role == "worker" and n.index == 0), None)
+        return next((n.value for n in self.nodes if n.role == "worker" and n.index == 0), None)
 
-    # -- start ---------------------------------------------------------------------------------
-    def start(self) -> Run:
-        """Pre-flight, then submit the barrier job on a background thread and return."""
-        self.started_at = time.monotonic()
-        self._state = "reserving"
-        names = tuple(f"{r}:{i}" for r, i in self.roles)
-        findings = self._preflight(names)
-        self._publish_findings(findings)
-        if blockers(findings):
-            error = PreflightError(f"cannot launch {len(self.roles)} nodes:", blockers(findings))
-            self._finish("failed", error)
-            raise error
-        host = self.sc.getConf().get("spark.driver.host") or "127.0.0.1"
-        self._secret = channel.new_secret()
-        self._server = channel.ControlServer(host, self._secret, self._on_message, self._on_close)
-        from pyspark import InheritableThread
-
-        self._thread = InheritableThread(target=self._run_job, name=f"tfos-run-{self.run_id}", daemon=True)
-        self._thread.start()
-        return self
-
-    def _preflight(self, names: tuple[str, ...]) -> list[Finding]:
-        preflight.wait_for_executors(self.sc, len(self.roles), self.preflight_wait)
-        snap = preflight.snapshot(self.sc, len(self.roles), names, self.gpus_per_node,
-                                  time.monotonic() - self.started_at)
-        return diagnose(snap)
-
-    def _plan(self) -> NodePlan:
-        hconf = self.sc._jsc.hadoopConfiguration()
-        return NodePlan(
-            run_id=self.run_id, server_host=self._server.host, server_port=self._server.port,
-            secret=self._secret, main_fun=self.main_fun, args=self.args, roles=self.roles, attempt=self.attempt,
-            default_fs=hconf.get("fs.defaultFS") or "file:///", working_dir=os.getcwd(),
-            model_dir=self.model_dir, log_dir=self.log_dir, env=self.env, legacy_keras=self.legacy_keras,
-            stop_grace_secs=self.stop_grace_secs, feed_buffer_bytes=self.feed_buffer_bytes,
-        )
-
-    def _run_job(self) -> None:
-        """Run the barrier job, again for each retry, then settle the run's outcome."""
-        n = len(self.roles)
-        names = tuple(f"{r}:{i}" for r, i in self.roles)
-        while True:
-            attempt_started = time.monotonic()
-            self.events.publish(LaunchSubmitted(self.run_id, num_tasks=n, roles=names, attempt=self.attempt))
-            threading.Thread(target=self._watch_reservations, args=(attempt_started, self.attempt), daemon=True,
-                             name=f"tfos-res-{self.run_id}-{self.attempt}").start()
-            failure: BaseException | None = None
-            try:
-                self.sc.setJobGroup(self.job_group, f"tfos_notebook run {self.name} attempt {self.attempt}",
-                                    interruptOnCancel=True)
-                self.sc.parallelize(range(n), n).barrier().mapPartitions(self._plan()).collect()
-            except BaseException as e:  # Py4JJavaError and friends: summarised below
-                failure = e
-            with self._lock:
-                retry = self._retry_pending and not self._stop_requested
-                previous = [nd.conn for nd in self._nodes if nd.conn is not None]
-                if not retry:
-                    self._settle(failure)
-                    return
-            self._wait_gone(previous)  # no process of the lost attempt may write beside the next one
-            with self._lock:
-                if self._stop_requested:
-                    self._settle(failure)
-                    return
-                self._next_attempt()
-
-    def _wait_gone(self, conns: list[channel.Connection]) -> None:
-        """Wait until the nodes behind ``conns`` are gone (their connections closed), then for their
-        child processes, which kill themselves within ``CHILD_WATCHDOG_SECS`` of their node's end.
-        Nodes of the next attempt on the same host also kill what is left (``orphans.kill_attempts_before``)."""
-        deadline = time.monotonic() + self.stop_grace_secs + 5.0
-        while time.monotonic() < deadline and not all(c.attrs.get("gone") for c in conns):
-            time.sleep(0.05)
-        time.sleep(2 * CHILD_WATCHDOG_SECS)
-
-    def _next_attempt(self) -> None:
-        """Forget the lost attempt's nodes; the next barrier job starts them all afresh."""
-        self._retry_pending = False
-        self.error = None
-        self.attempt += 1
-        self.job_group = f"tfos-{self.run_id}-a{self.attempt}"
-        self.cluster_spec = {}
-        self._foreground_done_at = None
-        self._nodes = [_Node(t, r, i) for t, (r, i) in enumerate(self.roles)]
-        self._state = "reserving"
-
-    def _settle(self, failure: BaseException | None) -> None:
-        if self._stop_requested:
-            self._finish("stopped", RunStopped(f"run {self.name} was stopped"))
-        elif self.error is not None:
-            self._finish("failed", self.error)
-        elif failure is not None:
-            findings = []
-            try:
-                findings = blockers(diagnose(self._live_snapshot(0.0)))
-            except Exception:  # diagnosis is best effort; the Spark error is the fact
-                log.debug("diagnosis after a failed job failed", exc_info=True)
-            self._publish_findings(findings)
-            self._finish("failed", SparkJobError(f"the Spark job of run {self.name} failed: "
-                                                 f"{_spark_error_summary(failure)}", findings))
-        else:
-            missing = [nd.name for nd in self._nodes if nd.state != "finished"]
-            if missing:
-                self._finish("failed", SparkJobError(f"nodes {missing} ended without reporting a result"))
-            else:
-                self._finish("finished")
-
-    def _publish_findings(self, findings: list[Finding]) -> None:
-        for f in findings:
-            key = (f.code, f.cause)
-            if key not in self._seen_findings:
-                self._seen_findings.add(key)
-                self.events.publish(FindingRaised(self.run_id, finding=f))
-
-    def _live_snapshot(self, stalled_for: float) -> Snapshot:
-        import platform
-
-        from .node import installed_versions
-
-        names = tuple(f"{r}:{i}" for r, i in self.roles)
-        with self._lock:
-            registered = tuple(nd.name for nd in self._nodes if nd.conn is not None)
-            versions = tuple((name, py, tf) for name, (py, tf) in self._versions.items())
-            leftovers = tuple(self._leftovers.values())
-        return preflight.snapshot(
-            self.sc, len(self.roles), names, self.gpus_per_node, time.monotonic() - self.started_at,
-            own_group=self.job_group, registered=registered, stalled_for=stalled_for, leftovers=leftovers, versions=versions,
-            task_errors=preflight.task_errors(self.sc, self.job_group),
-            driver_versions=(platform.python_version(), installed_versions()["tensorflow"]),
-        )
+    def node_states(self) -> dict[str, str]:
+        return {nd.name: nd.state.value for nd in self.nodes}
 
     def diagnose(self) -> list[Finding]:
         """Findings about this run and the cluster now (for ``%tfos_diagnose``): what was raised so
         far and a fresh diagnosis."""
-        raised = [e.finding for e in self.events.events(FindingRaised)]
-        fresh = diagnose(self._live_snapshot(0.0)) if self.started_at else []
+        raised = self._diag.raised()
+        fresh = self._diag.live(self.job_group, self._coord.registered()) if self.started_at else []
         seen = {(f.code, f.cause) for f in raised}
         return raised + [f for f in fresh if (f.code, f.cause) not in seen]
 
-    def _watch_reservations(self, started: float, attempt: int) -> None:
-        """While nodes register: when registrations stop for ``stall_secs``, diagnose and publish the
-        findings (again each time something new turns up); at ``reservation_timeout``, fail."""
-        deadline = started + self.reservation_timeout
-        last_count, last_change = 0, time.monotonic()
-        while not self._done.is_set() and not self.cluster_spec and attempt == self.attempt:
-            now = time.monotonic()
-            if now >= deadline:
-                break
-            count = sum(nd.conn is not None for nd in self._nodes)
-            if count != last_count:
-                last_count, last_change = count, now
-            elif now - last_change >= self.stall_secs:
-                try:
-                    self._publish_findings(diagnose(self._live_snapshot(now - last_change)))
-                except Exception:  # the JVM may be busy or gone; diagnosis is best effort
-                    log.debug("live diagnosis failed", exc_info=True)
-            time.sleep(min(0.25, max(0.0, deadline - now)))
-        if self._done.is_set() or self.cluster_spec or attempt != self.attempt:
-            return
+    # -- start ---------------------------------------------------------------------------------
+    def start(self) -> Run:
+        """Pre-flight, then submit the barrier job in the background and return.
+
+        Raises:
+            ConfigError: the run was started (or stopped) before; a run starts once.
+            PreflightError: the cluster cannot run the nodes (findings say why and what to do).
+        """
         with self._lock:
-            registered = [nd.name for nd in self._nodes if nd.conn is not None]
-            missing = [nd.name for nd in self._nodes if nd.conn is None]
+            if self.state is not RunState.NEW:
+                raise ConfigError(f"run {self.name} was already started (it is {self.state}): a run starts once; "
+                                  "create a new one to launch again")
+            self.started_at = time.monotonic()
+            self.lifecycle.transition(RunState.RESERVING)
         try:
-            findings = diagnose(self._live_snapshot(time.monotonic() - last_change))
-        except Exception:
-            findings = []
+            preflight.wait_for_executors(self.backend, len(self.roles), self.preflight_wait)
+            findings = self._diag.preflight()
+            self._diag.publish(findings)
+            if blockers(findings):
+                raise PreflightError(f"cannot launch {len(self.roles)} nodes:", blockers(findings))
+            self._default_fs = self.backend.default_fs()
+            self._secret = channel.new_secret()
+            self._server = channel.ControlServer(self.backend.driver_host(), self._secret, self._on_message,
+                                                 self._coord_closed)
+        except BaseException as e:
+            self._end_before_launch(e)
+            raise
+        with self._lock:
+            if self.state is RunState.STOPPING:  # stopped during pre-flight
+                self._end_before_launch(RunStopped(f"run {self.name} was stopped"))
+                return self
+            self._supervisor = self.backend.job_thread(self._supervise, name=f"tfos-run-{self.run_id}")
+            self._supervisor.start()
+        return self
+
+    def _end_before_launch(self, error: BaseException) -> None:
+        if self._server is not None:
+            self._server.close()
+        with self._lock:
+            final = RunState.STOPPED if self.state is RunState.STOPPING else RunState.FAILED
+            self.lifecycle.try_transition(final, error)
+
+    def _plan(self, attempt: int) -> NodePlan:
+        return NodePlan(
+            run_id=self.run_id, server_host=self._server.host, server_port=self._server.port,
+            secret=self._secret, main_fun=self.main_fun, args=self.args, roles=self.roles, attempt=attempt,
+            default_fs=self._default_fs, working_dir=os.getcwd(), model_dir=self.model_dir, log_dir=self.log_dir,
+            env=self.env, legacy_keras=self.legacy_keras, stop_grace_secs=self.stop_grace_secs,
+            feed_buffer_bytes=self.feed_buffer_bytes,
+        )
+
+    # -- the supervisor: one thread per run, owner of every attempt's Spark job -------------------
+    def _supervise(self) -> None:
+        """Run the barrier job, again for each relaunch, then settle the run's outcome."""
+        n = len(self.roles)
+        while True:
+            coord, tag = self._coord, self.job_group
+            self.events.publish(LaunchSubmitted(self.run_id, num_tasks=n, roles=tuple(nd.name for nd in coord.nodes),
+                                                attempt=coord.attempt))
+            job = self.backend.submit(tag, f"tfos_notebook run {self.name} attempt {coord.attempt}",
+                                      partial(self.backend.barrier, n, self._plan(coord.attempt)))
+            self._watch(job, coord)
+            with self._lock:
+                relaunch = self.state is RunState.RELAUNCHING
+                if not relaunch:
+                    self._settling = True
+            if not relaunch:
+                self._settle(job.error, coord)
+                return
+            self._wait_gone(coord.connections())  # no process of the lost attempt may write beside the next one
+            with self._lock:
+                if self.state is RunState.STOPPING:
+                    self._settling = True
+                else:
+                    self.lifecycle.attempt += 1
+                    self._coord = Coordinator(self.run_id, self.roles, self.attempt, self.events, self._lock,
+                                              self._hooks)
+                    self._ending_since = self._foreground_done_at = None
+                    self.lifecycle.transition(RunState.RESERVING)
+                    continue
+            self._settle(job.error, coord)
+            return
+
+    def _watch(self, job: SparkJob, coord: Coordinator) -> None:
+        """Until the attempt's job ends: diagnose a stalled reservation, fail it at the timeout,
+        stop background nodes after the training nodes, cancel a job that outlives its end."""
+        deadline = Deadline(self.reservation_timeout)
+        count, last_change, last_diagnosis = 0, time.monotonic(), 0.0
+        cancelled = background_stopped = False
+        while not job.join(WATCH_INTERVAL):
+            now, state = time.monotonic(), self.state
+            if state is RunState.RESERVING:
+                registered = coord.registered()
+                if len(registered) != count:
+                    count, last_change = len(registered), now
+                elif deadline.expired:
+                    self._reservation_timeout(coord, now - last_change)
+                elif now - last_change >= self.stall_secs and now - last_diagnosis >= 1.0:
+                    last_diagnosis = now
+                    self._diag.publish(self._diag.live(self.job_group, registered, now - last_change))
+            elif state.ending and not cancelled and self._ending_since is not None \
+                    and now - self._ending_since >= self.stop_grace_secs + CANCEL_MARGIN:
+                cancelled = True
+                job.cancel()
+            done_at = self._foreground_done_at
+            if done_at is not None and not background_stopped and now - done_at >= self.background_grace_secs:
+                background_stopped = True
+                coord.broadcast(m.Stop(), BACKGROUND_ROLES)
+
+    def _reservation_timeout(self, coord: Coordinator, stalled_for: float) -> None:
+        registered, missing = coord.registered(), coord.missing()
+        findings = self._diag.live(self.job_group, registered, stalled_for)
         findings = blockers(findings) or findings or [Finding(
             "reservation_timeout",
             f"{len(missing)} of {len(self.roles)} nodes did not register within {self.reservation_timeout:.0f}s",
             (f"registered: {registered}", f"missing: {missing}"),
             "check the executors' stderr for errors, or raise reservation_timeout",
         )]
-        self._publish_findings(findings)
+        self._diag.publish(findings)
         self._abort(ReservationTimeout(f"run {self.name}: waited {self.reservation_timeout:.0f}s for "
                                        f"{len(self.roles)} reservations, got {len(registered)}", findings))
 
+    def _wait_gone(self, conns: list) -> None:
+        """Wait until the nodes behind ``conns`` are gone (their connections closed), then for their
+        child processes, which kill themselves within ``CHILD_WATCHDOG_SECS`` of their node's end
+        (they may be on other hosts: nothing but time says they are gone). Nodes of the next attempt
+        on the same host also kill what is left (``orphans.kill_attempts_before``)."""
+        self._all_gone(conns)
+        time.sleep(2 * CHILD_WATCHDOG_SECS)
+
+    def _all_gone(self, conns: list) -> bool:
+        return Deadline(self.stop_grace_secs + 5.0).wait_until(lambda: all(c.attrs.get("gone") for c in conns),
+                                                               interval=0.01)
+
+    def _settle(self, failure: BaseException | None, coord: Coordinator) -> None:
+        """End the run after its last job: closes the control server, then the terminal transition.
+        The nodes' connections close after their last message (the result), so once every one of
+        them is gone each result has been handled."""
+        self._all_gone(coord.connections())
+        if self._server is not None:
+            self._server.close()
+        with self._lock:
+            state = self.state
+            if state is RunState.STOPPING:
+                self.lifecycle.transition(RunState.STOPPED, RunStopped(f"run {self.name} was stopped"))
+            elif state is RunState.FAILING:
+                self.lifecycle.transition(RunState.FAILED)
+            elif failure is not None:
+                findings = blockers(self._diag.live(self.job_group, coord.registered()))
+                self._diag.publish(findings)
+                self.lifecycle.transition(RunState.FAILED, SparkJobError(
+                    f"the Spark job of run {self.name} failed: {error_summary(failure)}", findings))
+            elif any(nd.state is not NodeState.FINISHED for nd in coord.nodes):
+                missing = [nd.name for nd in coord.nodes if nd.state is not NodeState.FINISHED]
+                self.lifecycle.transition(RunState.FAILED,
+                                          SparkJobError(f"nodes {missing} ended without reporting a result"))
+            else:
+                self.lifecycle.transition(RunState.FINISHED)
+
+    # -- ending --------------------------------------------------------------------------------
+    def _abort(self, error: NodeError | ReservationTimeout, retryable: bool = False) -> None:
+        """End this attempt: tell every node to stop; the supervisor cancels the job if it lingers.
+        A lost node (``retryable``) with retries left relaunches; anything else fails the run."""
+        with self._lock:
+            if self.state.ending or self._settling:
+                return  # the first outcome stands
+            if retryable and self.attempt < self.retries:
+                self._diag.publish([Finding(
+                    "node_lost_retrying",
+                    f"a node was lost; relaunching the run (attempt {self.attempt + 2} of {self.retries + 1})",
+                    (str(error).splitlines()[0],),
+                    "nothing to do if the nodes resume from their checkpoints (ctx.restore() or ctx.callbacks()); "
+                    "otherwise training restarts from scratch",
+                    "warning",
+                )])
+                self.lifecycle.transition(RunState.RELAUNCHING)
+            else:
+                if retryable and self.retries:
+                    error = NodeError(error.role, error.index, error.host,
+                                      f"{error.traceback_text}\n(after {self.attempt + 1} attempts; retries={self.retries})",
+                                      error.exit_code, error.findings)
+                self.lifecycle.transition(RunState.FAILING, error)
+            self._ending_since = time.monotonic()
+        self._coord.broadcast(m.Stop())
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop the run: nodes kill their processes, the attempt's job is cancelled if it lingers.
+        Returns when the run has ended (at once for a run that never started, which then cannot
+        start). Raises ``TimeoutError`` if it has not ended within ``timeout`` seconds."""
+        with self._lock:
+            if self.state is RunState.NEW:
+                self.lifecycle.transition(RunState.STOPPED, RunStopped(f"run {self.name} was stopped before it started"))
+                return
+            if not self.state.ending and not self._settling:
+                self.lifecycle.transition(RunState.STOPPING)
+                self._ending_since = time.monotonic()
+        self._coord.broadcast(m.Stop())
+        if not self.lifecycle.done.wait(timeout):
+            raise TimeoutError(f"run {self.name} did not stop within {timeout:.0f}s")
+        self._join_supervisor()
+
+    def _join_supervisor(self) -> None:
+        thread = self._supervisor
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(10.0)
+
     # -- control channel -----------------------------------------------------------------------
-    def _on_message(self, conn: channel.Connection, msg: dict) -> None:
-        kind = msg.get("type")
-        if kind == "register":
-            self._on_register(conn, msg)
-            return
-        node: _Node | None = conn.attrs.get("node")
-        if node is None:
-            raise channel.ChannelError(f"message {kind!r} before registration")
-        if self._stale(node):
-            return  # a node of an earlier attempt, still winding down
-        if kind == "logs":
-            for stream, line in msg.get("lines", []):
-                self.events.publish(Log(self.run_id, task=node.task, role=node.role, index=node.index,
-                                        stream=str(stream), line=str(line)))
-        elif kind == "step":
-            self.events.publish(Step(self.run_id, task=node.task, role=node.role, index=node.index,
-                                     step=int(msg.get("step", 0)), metrics=dict(msg.get("metrics", {}))))
-        elif kind == "state":
-            self._set_state(node, str(msg.get("state")))
-        elif kind == "result":
-            self._on_result(node, msg)
-        elif kind == "leftovers":
-            self._on_leftovers(msg.get("items", []))
-        elif kind == "files":
-            self._on_files(conn, node, msg)
-        elif kind == "feed" and self.feeder is not None:
-            self.feeder.on_message(node, msg)
-        else:
-            raise channel.ChannelError(f"unknown message type {kind!r}")
+    def _on_message(self, conn: channel.Connection, raw: dict) -> None:
+        self._coord.handle(conn, m.decode(raw))
+
+    def _coord_closed(self, conn: channel.Connection) -> None:
+        self._coord.closed(conn)
 
     @property
     def file_sink(self) -> FileSink | None:
@@ -420,195 +419,9 @@ class Run:
         sends again. Setting a sink mid-run asks every node to resend its files from the start (a
         sink keeps only the bytes it lacks). Without a sink, shipped bytes are dropped.
         """
-        with self._lock:
-            self._file_sink = sink
-            if sink is not None:
-                for nd in self._nodes:
-                    if nd.conn is not None:
-                        _send_quietly(nd.conn, {"type": "files_resend"})
-
-    def _on_files(self, conn: channel.Connection, node: _Node, msg: dict) -> None:
-        sink = self._file_sink
-        if sink is None:
-            return
-        try:
-            chunks = [Chunk(str(rel), int(off), bytes(data)) for rel, off, data in msg.get("chunks", [])]
-        except (TypeError, ValueError) as e:
-            raise channel.ChannelError(f"malformed files message: {e}") from e
-        try:
-            gaps = sink(node_dir_name(node.role, node.index), chunks)
-        except Exception:  # a failing sink loses TensorBoard bytes, never the run
-            log.exception("run %s: the event-file sink failed for %s", self.name, node.name)
-            return
-        if gaps:
-            _send_quietly(conn, {"type": "files_rewind", "files": gaps})
-
-    def _on_register(self, conn: channel.Connection, msg: dict) -> None:
-        task = msg.get("task")
-        with self._lock:
-            if not isinstance(task, int) or not 0 <= task < len(self._nodes) or self._nodes[task].conn is not None:
-                raise channel.ChannelError(f"bad or duplicate registration for task {task!r}")
-            if msg.get("attempt") != self.attempt:
-                raise channel.ChannelError(f"registration for attempt {msg.get('attempt')!r}, now {self.attempt}")
-            node = self._nodes[task]
-            node.conn, node.host, node.port = conn, str(msg["host"]), int(msg["port"])
-            node.executor_id = str(msg.get("executor_id", ""))
-            self._versions[node.name] = (str(msg.get("python", "")), str(msg.get("tensorflow", "")))
-            conn.attrs["node"] = node
-            node.state = "registered"
-            gpus = tuple(str(g) for g in msg.get("gpus", []))
-            self.events.publish(Registered(self.run_id, task=task, role=node.role, index=node.index, host=node.host,
-                                           executor_id=node.executor_id, port=node.port,
-                                           pid=int(msg.get("pid", 0)), gpus=gpus))
-            if gpus:
-                self.events.publish(GpuAssigned(self.run_id, task=task, role=node.role, index=node.index,
-                                                host=node.host, addresses=gpus))
-            if all(nd.conn is not None for nd in self._nodes) and not self._done.is_set():
-                spec: dict[str, list[str]] = {}
-                for nd in self._nodes:
-                    spec.setdefault(nd.role, []).append(f"{nd.host}:{nd.port}")
-                self.cluster_spec = spec
-                for nd in self._nodes:
-                    nd.conn.send({"type": "cluster", "cluster_spec": spec})
-                self._state = "running"
-                self.events.publish(ClusterReady(self.run_id, cluster_spec=spec))
-
-    def _on_leftovers(self, items: list) -> None:
-        found = []
-        with self._lock:
-            for item in items:
-                x = Leftover(**{**item, "gpus": tuple(item.get("gpus", ()))})
-                if (x.host, x.pid) not in self._leftovers:
-                    self._leftovers[(x.host, x.pid)] = x
-                    found.append(x)
-        if found:
-            self._publish_findings(leftover_findings(tuple(found), self.gpus_per_node))
-
-    def _set_state(self, node: _Node, state: str, detail: str = "") -> None:
-        node.state = state
-        self.events.publish(TaskState(self.run_id, task=node.task, role=node.role, index=node.index,
-                                      state=state, detail=detail))
-
-    def _on_result(self, node: _Node, msg: dict) -> None:
-        with self._lock:
-            if msg.get("ok"):
-                node.value = pickle.loads(msg["value"])  # authenticated channel, from our own node
-                node.returned = True
-                self._set_state(node, "finished")
-            elif msg.get("stopped"):
-                bg_done = node.role in BACKGROUND_ROLES and self._foreground_done_at is not None
-                self._set_state(node, "finished" if bg_done else "stopped",
-                                "stopped after the training nodes finished" if bg_done else "")
-                return
-            else:
-                code = msg.get("exit_code")
-                self._set_state(node, "failed", f"exit code {code}")
-                tb = str(msg.get("traceback", ""))
-                findings = diagnose_failure(node.role, node.index, node.host, tb, node.port)
-                self._publish_findings(findings)
-                killed = isinstance(code, int) and code < 0  # a signal, not an exception of the function
-                self._abort(NodeError(node.role, node.index, node.host, tb, code, findings), retryable=killed)
-                return
-            foreground = [nd for nd in self._nodes if nd.role in FOREGROUND_ROLES]
-            if self._foreground_done_at is None and all(nd.state == "finished" for nd in foreground):
-                self._foreground_done_at = time.monotonic()
-                threading.Thread(target=self._stop_background, daemon=True).start()
-
-    def _stop_background(self) -> None:
-        deadline = self._foreground_done_at + self.background_grace_secs
-        while time.monotonic() < deadline and not self._done.is_set():
-            time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
-        with self._lock:
-            for nd in self._nodes:
-                if nd.role in BACKGROUND_ROLES and nd.state in ("registered", "running") and nd.conn:
-                    _send_quietly(nd.conn, {"type": "stop"})
-
-    def _stale(self, node: _Node) -> bool:
-        return self._nodes[node.task] is not node
-
-    def _on_close(self, conn: channel.Connection) -> None:
-        conn.attrs["gone"] = True
-        node: _Node | None = conn.attrs.get("node")
-        with self._lock:
-            if (node is None or self._stale(node) or self._done.is_set() or self._stop_requested
-                    or self.error is not None or self._retry_pending):
-                return
-            if node.state in ("registered", "running"):
-                self._set_state(node, "failed", "connection lost")
-                self._abort(NodeError(node.role, node.index, node.host,
-                                      "the node's connection closed before it reported a result: its executor "
-                                      "or Python worker died (see the executor's stderr in the Spark UI)"),
-                            retryable=True)
-
-    # -- ending --------------------------------------------------------------------------------
-    def _abort(self, error: BaseException, retryable: bool = False) -> None:
-        """End this attempt: tell every node to stop and cancel the attempt's job group if it
-        lingers. A lost node (``retryable``) with retries left starts another attempt; anything
-        else fails the run with ``error``."""
-        with self._lock:
-            if self._retry_pending or self.error is not None:
-                return
-            if retryable and self.attempt < self.retries and not self._stop_requested:
-                self._retry_pending = True
-                self._publish_findings([Finding(
-                    "node_lost_retrying",
-                    f"a node was lost; relaunching the run (attempt {self.attempt + 2} of {self.retries + 1})",
-                    (str(error).splitlines()[0],),
-                    "nothing to do if the nodes resume from their checkpoints (ctx.restore() or ctx.callbacks()); "
-                    "otherwise training restarts from scratch",
-                    "warning",
-                )])
-            else:
-                if retryable and self.retries:
-                    error = NodeError(error.role, error.index, error.host,
-                                      f"{error.traceback_text}\n(after {self.attempt + 1} attempts; retries={self.retries})",
-                                      error.exit_code, error.findings)
-                self.error = error
-            for nd in self._nodes:
-                if nd.conn is not None:
-                    _send_quietly(nd.conn, {"type": "stop"})
-            group = self.job_group
-        threading.Thread(target=self._cancel_after_grace, args=(group,), daemon=True).start()
-
-    def _cancel_after_grace(self, group: str) -> None:
-        deadline = time.monotonic() + self.stop_grace_secs + 2.0
-        while time.monotonic() < deadline:
-            if group != self.job_group or self._done.is_set():
-                return  # that attempt's job already ended
-            time.sleep(0.1)
-        if group == self.job_group and not self._done.is_set():
-            self.sc.cancelJobGroup(group)
-
-    def _thread_done(self, timeout: float) -> bool:
-        if self._thread is None:
-            return True
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
-
-    def _finish(self, state: str, error: BaseException | None = None) -> None:
-        if self._done.is_set():
-            return
-        if error is not None and self.error is None:
-            self.error = error
-        if self._server is not None:
-            self._server.close()
-        self._state = state
-        self.events.publish(RunFinished(self.run_id, state=state, error=str(error) if error else ""))
-        self._done.set()
-
-    def stop(self, timeout: float = 30.0) -> None:
-        """Stop the run: nodes kill their processes, the job group is cancelled. Returns when done."""
-        with self._lock:
-            if self._done.is_set():
-                return
-            self._stop_requested = True
-            for nd in self._nodes:
-                if nd.conn is not None:
-                    _send_quietly(nd.conn, {"type": "stop"})
-        if not self._thread_done(self.stop_grace_secs + 2.0):
-            self.sc.cancelJobGroup(self.job_group)
-        if not self._done.wait(timeout):
-            raise TimeoutError(f"run {self.name} did not stop within {timeout:.0f}s")
+        self._file_sink = sink
+        if sink is not None:
+            self._coord.broadcast(m.FilesResend())
 
     # -- InputMode.SPARK -----------------------------------------------------------------------------
     def _feeder(self):
@@ -660,6 +473,7 @@ class Run:
 
     def wait_for_reservations(self, timeout: float | None = None) -> dict[str, list[str]]:
         """Block until every node registered; returns the cluster spec or raises the run's error."""
+        self._check_started("wait_for_reservations")
         self.events.wait_for(lambda evs: any(isinstance(e, (ClusterReady, RunFinished)) for e in evs), timeout)
         if self.error is not None and not self.cluster_spec:
             raise self.error
@@ -670,32 +484,57 @@ class Run:
     def wait(self, timeout: float | None = None) -> Any:
         """Block until the run ends; returns the chief's value, or raises the run's error
         (``NodeError`` with the node's traceback, ``ReservationTimeout``, ``RunStopped``...)."""
-        if not self._done.wait(timeout):
+        self._check_started("wait")
+        if not self.lifecycle.done.wait(timeout):
             raise TimeoutError(f"run {self.name} still {self.state} after {timeout}s")
+        self._join_supervisor()
         if self.error is not None:
             raise self.error
         return self.result
 
-    @property
-    def done(self) -> bool:
-        return self._done.is_set()
-
-    def node_states(self) -> dict[str, str]:
-        return {nd.name: nd.state for nd in self._nodes}
+    def _check_started(self, what: str) -> None:
+        if self.state is RunState.NEW:
+            raise ConfigError(f"run {self.name} was never started: call start() before {what}()")
 
 
-def _send_quietly(conn: channel.Connection, msg: dict) -> None:
-    try:
-        conn.send(msg)
-    except OSError:
-        pass
+class _Hooks:
+    """The run's answers to its coordinator (called with the run's lock held)."""
 
+    def __init__(self, run: Run) -> None:
+        self.run = run
 
-def _spark_error_summary(e: BaseException) -> str:
-    text = str(e)
-    for line in text.splitlines():
-        line = line.strip()
-        if "Exception:" in line or "Error:" in line:
-            return line[:2000]
-    return text[:2000]
+    def cluster_ready(self, spec: dict[str, list[str]]) -> bool:
+        return self.run.lifecycle.try_transition(RunState.RUNNING)
 
+    def node_failed(self, error: NodeError, retryable: bool) -> None:
+        self.run._abort(error, retryable)
+
+    def ending(self) -> bool:
+        return self.run.state.ending or self.run._settling
+
+    def foreground_done(self) -> None:
+        self.run._foreground_done_at = time.monotonic()
+
+    def findings(self, findings: list[Finding]) -> None:
+        self.run._diag.publish(findings)
+
+    def leftovers(self, items: tuple[dict, ...]) -> None:
+        self.run._diag.add_leftovers(items)
+
+    def versions(self, node: str, python: str, tensorflow: str) -> None:
+        self.run._diag.add_versions(node, python, tensorflow)
+
+    def files(self, node_dir: str, chunks: list[Chunk]) -> dict[str, int] | None:
+        sink = self.run._file_sink
+        if sink is None:
+            return None
+        try:
+            return sink(node_dir, chunks)
+        except Exception:  # a failing sink loses TensorBoard bytes, never the run
+            log.exception("run %s: the event-file sink failed for %s", self.run.name, node_dir)
+            return None
+
+    def feed(self, node: NodeRecord, msg: m.Message) -> None:
+        if self.run.feeder is None:
+            raise ChannelError(f"{msg.TYPE!r} from {node.name}, but run {self.run.name} feeds no data")
+        self.run.feeder.on_message(node, msg)

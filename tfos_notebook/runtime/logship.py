@@ -1,18 +1,22 @@
 """Node side of the TensorBoard mirror: ships the new bytes of a node-local log directory to the
 driver over the control channel.
 
-Messages (node -> driver): ``{"type": "files", "chunks": [[relpath, offset, bytes], ...]}``, at
-most ``MAX_MESSAGE_BYTES`` of data each. The driver answers ``{"type": "files_rewind", "files":
-{relpath: offset}}`` when it lacks bytes before an offset it was sent (its mirror was attached or
-restarted mid-run), and ``{"type": "files_resend"}`` when a mirror is attached: everything is sent
-again from the start and the mirror keeps only what it lacks.
+Messages (node -> driver): ``messages.Files`` with ``(relpath, offset, bytes)`` chunks, at most
+``MAX_MESSAGE_BYTES`` of data each. The driver answers ``FilesRewind`` when it lacks bytes before
+an offset it was sent (its mirror was attached or restarted mid-run), and ``FilesResend`` when a
+mirror is attached: everything is sent again from the start and the mirror keeps only what it
+lacks.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 
+from . import messages as m
 from .filetail import DirTail
+
+log = logging.getLogger(__name__)
 
 SHIP_INTERVAL = 0.5
 MAX_MESSAGE_BYTES = 4 << 20
@@ -33,31 +37,25 @@ class LogShipper:
         self._thread.start()
         return self
 
-    def on_message(self, msg: dict) -> None:
-        """Handle the driver's ``files_rewind`` / ``files_resend`` requests."""
-        if msg.get("type") == "files_resend":
-            for relpath in self.tail.offsets:
-                self.tail.rewind(relpath, 0)
-        elif msg.get("type") == "files_rewind":
-            try:
-                files = {str(relpath): int(offset) for relpath, offset in dict(msg.get("files", {})).items()}
-            except (TypeError, ValueError):
-                return
-            for relpath, offset in files.items():
-                self.tail.rewind(relpath, offset)
+    def on_message(self, msg: m.FilesResend | m.FilesRewind) -> None:
+        """Handle the driver's ``FilesRewind`` / ``FilesResend`` requests."""
+        files = msg.files if isinstance(msg, m.FilesRewind) else dict.fromkeys(self.tail.offsets, 0)
+        for relpath, offset in files.items():
+            self.tail.rewind(relpath, offset)
 
     def _ship(self, full: bool) -> int:
         with self._send_lock:
             chunks = self.tail.scan(full)
             if chunks:
-                self.conn.send({"type": "files", "chunks": [[c.relpath, c.offset, c.data] for c in chunks]})
+                self.conn.send(m.encode(m.Files(tuple((c.relpath, c.offset, c.data) for c in chunks))))
             return len(chunks)
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
             try:
                 self._ship(full=False)
-            except OSError:  # the driver is gone; the node notices and stops
+            except OSError as e:  # the driver is gone; the node notices and stops
+                log.info("event-file shipping ends: %s", e)
                 return
 
     def close(self) -> None:
@@ -67,5 +65,5 @@ class LogShipper:
         try:
             while self._ship(full=True):
                 pass
-        except OSError:
-            pass
+        except OSError as e:
+            log.warning("the last event-file bytes could not be shipped: %s", e)

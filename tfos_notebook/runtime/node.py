@@ -10,6 +10,7 @@ child's own watchdog) when this process dies.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import queue
 import shutil
@@ -25,9 +26,13 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from . import channel
+from . import messages as m
 from .ctx import FOREGROUND_ROLES, NodeContext, is_shared_logdir, node_dir_name, tf_config, tf_keras_installed
+from .errors import ChannelError
 from .logship import LogShipper
 from .orphans import kill_attempts_before, pid_dir
+
+log = logging.getLogger(__name__)
 
 MAX_RESULT_BYTES = 32 << 20
 LOG_FLUSH_SECONDS = 0.2
@@ -54,12 +59,8 @@ class NodePlan:
     stop_grace_secs: float = 5.0
     feed_buffer_bytes: int = 0  # > 0: InputMode.SPARK, chief and workers serve a data feed this big
 
-    def __call__(self, iterator):  # the barrier mapPartitions function
-        from pyspark import BarrierTaskContext
-
-        task = BarrierTaskContext.get()
-        gpus = list(task.resources()["gpu"].addresses) if "gpu" in task.resources() else []
-        yield run_node(self, task.partitionId(), gpus)
+    def __call__(self, task: int, gpus: list[str]) -> dict:  # the barrier task's body (SparkBackend.barrier)
+        return run_node(self, task, gpus)
 
 
 def spark_executor_id() -> str:
@@ -107,7 +108,7 @@ class _Forwarder:
     def _run(self) -> None:
         done = False
         while not done:
-            lines, steps = [], []
+            lines, reports = [], []
             deadline = time.monotonic() + LOG_FLUSH_SECONDS
             while time.monotonic() < deadline and len(lines) < 500:
                 try:
@@ -117,15 +118,15 @@ class _Forwarder:
                 if item is None:
                     done = True
                     break
-                if item[0] == "step":
-                    steps.append(item[1])
+                if isinstance(item, m.Message):
+                    reports.append(item)
                 else:
-                    lines.append(list(item))
+                    lines.append(item)
             try:
                 if lines:
-                    self.conn.send({"type": "logs", "lines": lines})
-                for step in steps:
-                    self.conn.send(step)
+                    self.conn.send(m.encode(m.Logs(tuple(lines))))
+                for report in reports:
+                    self.conn.send(m.encode(report))
             except OSError:
                 return
 
@@ -141,14 +142,21 @@ def _pump_lines(stream, name: str, fwd: _Forwarder) -> None:
     stream.close()
 
 
+STATUS_MESSAGES = (m.StepReport, m.FeedServing, m.FeedReport)
+
+
 def _pump_status(stream, fwd: _Forwarder) -> None:
+    """Forward the child's status lines (progress and feed reports) as typed messages."""
     for raw in iter(stream.readline, b""):
         try:
-            msg = json.loads(raw)
-        except ValueError:
+            msg = m.from_json(raw)
+        except ChannelError as e:
+            log.warning("a status line from the node's process was refused: %s", e)
             continue
-        if isinstance(msg, dict) and msg.get("type") in ("step", "feed"):
-            fwd.put(("step", msg))
+        if isinstance(msg, STATUS_MESSAGES):
+            fwd.put(msg)
+        else:
+            log.warning("the node's process sent %r on its status pipe; ignored", msg.TYPE)
     stream.close()
 
 
@@ -235,16 +243,16 @@ def run_node(plan: NodePlan, task: int, gpus: list[str]) -> dict:
         reservation = socket.socket()
         reservation.bind((host, 0))
         port = reservation.getsockname()[1]
-        conn.send({"type": "register", "task": task, "attempt": plan.attempt, "host": host, "port": port,
-                   "pid": os.getpid(), "gpus": gpus, "executor_id": spark_executor_id(), **installed_versions()})
+        conn.send(m.encode(m.Register(task=task, attempt=plan.attempt, host=host, port=port, pid=os.getpid(),
+                                      gpus=tuple(gpus), executor_id=spark_executor_id(), **installed_versions())))
         started = threading.Event()
         reporter = threading.Thread(target=_report_leftovers, args=(plan.run_id, conn, started), daemon=True)
         reporter.start()
-        reply = conn.recv()
-        if reply.get("type") != "cluster":
+        reply = m.decode(conn.recv())
+        if not isinstance(reply, m.Cluster):
             reservation.close()
             return {"task": task, "outcome": "stopped"}
-        spec = reply["cluster_spec"]
+        spec = reply.cluster_spec
         import cloudpickle
 
         log_dir, ship_logs = node_log_dir(plan, role, index, workdir)
@@ -264,7 +272,7 @@ def run_node(plan: NodePlan, task: int, gpus: list[str]) -> dict:
         go = {"payload": payload, "result": result_path, "env": {"TF_CONFIG": tf_config(spec, role, index)}}
         proc.stdin.write((json.dumps(go) + "\n").encode())
         proc.stdin.close()
-        conn.send({"type": "state", "state": "running", "child_pid": proc.pid})
+        conn.send(m.encode(m.NodeStateReport("running", proc.pid)))
         started.set()
         return _supervise(plan, task, proc, status_r, result_path, conn, log_dir if ship_logs else None, reporter)
     finally:
@@ -294,14 +302,18 @@ def _supervise(plan: NodePlan, task: int, proc: subprocess.Popen, status_r: int,
     def listen() -> None:  # the driver may tell this node to stop at any time
         try:
             while True:
-                msg = conn.recv()
-                if msg.get("type") == "stop":
+                try:
+                    msg = m.decode(conn.recv())
+                except channel.MalformedFrame as e:
+                    log.warning("refused a message from the driver: %s", e)
+                    continue
+                if isinstance(msg, m.Stop):
                     stopped.set()
                     _kill_group(proc, plan.stop_grace_secs)
                     return
-                if shipper is not None:
+                if isinstance(msg, (m.FilesResend, m.FilesRewind)) and shipper is not None:
                     shipper.on_message(msg)
-        except (OSError, ConnectionError, channel.ChannelError):
+        except (OSError, ConnectionError, ChannelError):
             if proc.poll() is None:  # lost the driver: do not train on alone
                 stopped.set()
                 _kill_group(proc, plan.stop_grace_secs)
@@ -313,28 +325,30 @@ def _supervise(plan: NodePlan, task: int, proc: subprocess.Popen, status_r: int,
     fwd.close()
     if shipper is not None:
         shipper.close()  # every event-file byte reaches the driver before the result
-    outcome = _read_result(result_path)
-    if stopped.is_set():
-        msg = {"type": "result", "ok": False, "stopped": True, "exit_code": exit_code}
-    elif outcome and outcome[0] == "ok":
-        value = outcome[1]
-        if len(value) > MAX_RESULT_BYTES:
-            msg = {"type": "result", "ok": False, "exit_code": exit_code,
-                   "traceback": f"the function returned {len(value)} bytes; at most {MAX_RESULT_BYTES} "
-                                "can travel back to the driver: write large results to storage instead"}
-        else:
-            msg = {"type": "result", "ok": True, "value": value, "exit_code": exit_code}
-    else:
-        tb = outcome[1] if outcome else ""
-        if not tb and exit_code < 0:
-            tb = f"the process was killed by signal {signal.Signals(-exit_code).name}"
-        msg = {"type": "result", "ok": False, "traceback": tb, "exit_code": exit_code}
+    msg = _result_message(_read_result(result_path), exit_code, stopped.is_set())
     reporter.join(10)  # the leftover report goes out before the result closes the node's account
     try:
-        conn.send(msg)
-    except OSError:
-        pass
-    return {"task": task, "outcome": "ok" if msg["ok"] else "error"}
+        conn.send(m.encode(msg))
+    except OSError as e:
+        log.warning("could not report the result to the driver: %s", e)
+    return {"task": task, "outcome": "ok" if msg.ok else "error"}
+
+
+def _result_message(outcome: tuple | None, exit_code: int, stopped: bool) -> m.Result:
+    """The ``Result`` for the child's outcome (``("ok", value_bytes, type_name)`` or ``("error", tb)``)."""
+    if stopped:
+        return m.Result(ok=False, stopped=True, exit_code=exit_code)
+    if outcome and outcome[0] == "ok":
+        value = outcome[1]
+        if len(value) > MAX_RESULT_BYTES:
+            return m.Result(ok=False, exit_code=exit_code,
+                            traceback=f"the function returned {len(value)} bytes; at most {MAX_RESULT_BYTES} "
+                                      "can travel back to the driver: write large results to storage instead")
+        return m.Result(ok=True, value=value, value_type=outcome[2] if len(outcome) > 2 else "", exit_code=exit_code)
+    tb = outcome[1] if outcome else ""
+    if not tb and exit_code < 0:
+        tb = f"the process was killed by signal {signal.Signals(-exit_code).name}"
+    return m.Result(ok=False, traceback=tb, exit_code=exit_code)
 
 
 def installed_versions() -> dict[str, str]:
@@ -364,11 +378,11 @@ def _report_leftovers(run_id: str, conn: channel.Connection, started: threading.
 
     started.wait(stall_secs)
     try:
-        found = [asdict(x) for x in scan_host(exclude_runs={run_id})]
+        found = tuple(asdict(x) for x in scan_host(exclude_runs={run_id}))
         if found:
-            conn.send({"type": "leftovers", "items": found})
+            conn.send(m.encode(m.Leftovers(found)))
     except Exception:  # diagnostics must never break the node
-        pass
+        log.warning("the scan for leftover processes failed", exc_info=True)
 
 
 def _read_result(path: str):

@@ -25,13 +25,14 @@ from .. import preflight
 from ..ctx import FOREGROUND_ROLES
 from ..errors import FeedError, FeedTimeout, SparkJobError, TFOSError
 from ..events import EpochFed, FeedProgress
+from ..messages import FeedReport, FeedServing
 from .codec import batch_bytes, empty_stream, rows_to_batch, schema_for_sample
 from .protocol import CONNECTION_ERRORS, tell
 from .tasks import RECORD_DDL, InferFeed, TrainFeed
 
 PROGRESS_EVENT_SECONDS = 5.0
 TASK_TIMEOUT_MARGIN = 60.0  # the tasks' own timeout, a safety net behind the driver's watch
-ENDED_STATES = ("finished", "stopped", "failed")
+_NO_REPORT = FeedReport(received=0, consumed=0, buffered=0)
 
 
 @dataclass(frozen=True)
@@ -89,33 +90,31 @@ class Feeder:
         self.run = run
         self._cond = threading.Condition()
         self._addresses: dict[int, tuple[str, int]] = {}
-        self._progress: dict[int, tuple[float, dict]] = {}
+        self._progress: dict[int, tuple[float, FeedReport]] = {}
         self._published: dict[int, float] = {}
         self._passes = 0
         self.ended = False
 
     # -- reports from the nodes (control-channel threads) ------------------------------------------
-    def on_message(self, node, msg: dict) -> None:
-        event = msg.get("event")
+    def on_message(self, node, msg: FeedServing | FeedReport) -> None:
         with self._cond:
-            if event == "serving":
-                self._addresses[node.task] = (str(msg["host"]), int(msg["port"]))
-            elif event == "progress":
+            if isinstance(msg, FeedServing):
+                self._addresses[node.task] = (msg.host, msg.port)
+            else:
                 self._progress[node.task] = (time.monotonic(), msg)
             self._cond.notify_all()
-        if event == "progress":
+        if isinstance(msg, FeedReport):
             now = time.monotonic()
-            if msg.get("terminated") or now - self._published.get(node.task, 0.0) >= PROGRESS_EVENT_SECONDS:
+            if msg.terminated or now - self._published.get(node.task, 0.0) >= PROGRESS_EVENT_SECONDS:
                 self._published[node.task] = now
                 self.run.events.publish(FeedProgress(
-                    self.run.run_id, task=node.task, role=node.role, index=node.index,
-                    received=int(msg.get("received", 0)), consumed=int(msg.get("consumed", 0)),
-                    buffered_bytes=int(msg.get("buffered", 0)), terminated=bool(msg.get("terminated"))))
+                    self.run.run_id, task=node.task, role=node.role, index=node.index, received=msg.received,
+                    consumed=msg.consumed, buffered_bytes=msg.buffered, terminated=msg.terminated))
 
     # -- nodes ---------------------------------------------------------------------------------------
     def trainers(self) -> list:
         """The nodes that are fed (chief and workers), in task order."""
-        return [nd for nd in self.run._nodes if nd.role in FOREGROUND_ROLES]
+        return [nd for nd in self.run.nodes if nd.role in FOREGROUND_ROLES]
 
     def wait_for_feeds(self, timeout: float) -> list[tuple[str, int]]:
         """The data-feed address of every training node, waiting up to ``timeout`` seconds."""
@@ -147,7 +146,7 @@ class Feeder:
 
     def _broadcast(self, addresses: list[tuple[str, int]], msg: dict) -> None:
         for nd, address in zip(self.trainers(), addresses, strict=True):
-            if nd.state in ENDED_STATES:
+            if nd.state.terminal:
                 continue
             try:
                 tell(address, self.run._secret, msg)
@@ -161,9 +160,9 @@ class Feeder:
         """Whether ``nd`` has ended or does within ``within`` seconds: a node whose function just
         returned closes its feed a moment before the driver hears of the result."""
         deadline = time.monotonic() + within
-        while nd.state not in ENDED_STATES and time.monotonic() < deadline and self.run.error is None:
+        while not nd.state.terminal and time.monotonic() < deadline and self.run.error is None:
             time.sleep(0.1)
-        return nd.state in ENDED_STATES
+        return nd.state.terminal
 
     # -- train -----------------------------------------------------------------------------------------
     def train(self, data: Any, num_epochs: int = 1, feed_timeout: float = 600.0,
@@ -271,17 +270,17 @@ class Feeder:
         now, out = time.monotonic(), []
         with self._cond:
             for nd in self.trainers():
-                at, msg = self._progress.get(nd.task, (now, {}))
-                stalled = float(msg.get("stalled", 0.0))
-                if msg.get("buffered"):
+                at, msg = self._progress.get(nd.task, (now, _NO_REPORT))
+                stalled = msg.stalled
+                if msg.buffered:
                     stalled += now - at  # reports may stop while the function holds the interpreter
-                if stalled > feed_timeout and nd.state not in ENDED_STATES:
-                    out.append(f"{nd.name} ({int(msg.get('buffered', 0)) >> 20} MiB waiting)")
+                if stalled > feed_timeout and not nd.state.terminal:
+                    out.append(f"{nd.name} ({msg.buffered >> 20} MiB waiting)")
         return out
 
     def _all_stopped(self) -> bool:
         with self._cond:
-            return all(nd.state in ENDED_STATES or self._progress.get(nd.task, (0, {}))[1].get("terminated")
+            return all(nd.state.terminal or self._progress.get(nd.task, (0, _NO_REPORT))[1].terminated
                        for nd in self.trainers())
 
     def _check_records(self, records: list[dict], feed_timeout: float) -> None:
@@ -290,7 +289,7 @@ class Feeder:
             if rec["status"] == "timeout":
                 raise FeedTimeout(f"{nd.name} took no data for more than {feed_timeout:.0f}s (partition "
                                   f"{rec['part']}): its function is not reading the feed or is stuck")
-            if rec["status"] == "unreachable" and nd.state not in ENDED_STATES:
+            if rec["status"] == "unreachable" and not nd.state.terminal:
                 self._raise_if_run_ended()
                 raise FeedError(f"partition {rec['part']} could not reach the data feed of {nd.name}: "
                                 f"{rec['detail']}")

@@ -13,7 +13,6 @@ attempts never feed the same partition at once.
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
@@ -25,6 +24,7 @@ import pyarrow as pa
 
 from .. import channel
 from ..errors import FeedError
+from ..messages import FeedReport, FeedServing, to_json
 from .codec import batch_bytes, read_stream
 from .protocol import MAX_FRAME
 from .queue import Chunk, EpochEnd, FeedEnd, FeedQueue, PartitionEnd, Piece
@@ -88,7 +88,7 @@ class FeedServer:
         self._sample: tuple[pa.Schema, pa.RecordBatch | None] | None = None
         self._server = channel.ControlServer(self.host, self.secret, self._on_message, self._on_close,
                                              max_frame=MAX_FRAME)
-        self._emit({"type": "feed", "event": "serving", "host": self._server.host, "port": self._server.port})
+        self._emit(FeedServing(self._server.host, self._server.port))
         threading.Thread(target=self._report_loop, daemon=True, name="tfos-feed-report").start()
         return self
 
@@ -97,22 +97,22 @@ class FeedServer:
         assert self._server is not None, "the feed server was not started"
         return self._server.address
 
-    def _emit(self, msg: dict) -> None:
+    def _emit(self, msg: FeedServing | FeedReport) -> None:
         if self._status_fd is not None:
-            os.write(self._status_fd, (json.dumps(msg) + "\n").encode())
+            os.write(self._status_fd, (to_json(msg) + "\n").encode())
 
-    def _progress(self) -> dict:
+    def _progress(self) -> FeedReport:
         q = self.queue
-        return {"type": "feed", "event": "progress", "received": q.rows_in, "consumed": q.rows_out,
-                "buffered": q.buffered_bytes, "stalled": round(q.stalled_for(), 2), "terminated": q.terminated}
+        return FeedReport(received=q.rows_in, consumed=q.rows_out, buffered=q.buffered_bytes,
+                          stalled=round(q.stalled_for(), 2), terminated=q.terminated)
 
     def _report_loop(self) -> None:
         last: tuple = ()
         while True:
             time.sleep(REPORT_SECONDS)
             msg = self._progress()
-            key = (msg["received"], msg["consumed"], msg["terminated"])
-            if key != last or msg["buffered"]:
+            key = (msg.received, msg.consumed, msg.terminated)
+            if key != last or msg.buffered:
                 last = key
                 try:
                     self._emit(msg)

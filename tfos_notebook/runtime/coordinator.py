@@ -1,0 +1,242 @@
+"""The driver's node table for one attempt of a run, and the handlers of the nodes' messages.
+
+A :class:`Coordinator` knows nothing of Spark: it is fed decoded control messages and connection
+closes, keeps each node's record and state, publishes what it learns on the event stream, and
+tells its run (through :class:`Hooks`) when the cluster is complete, when a node failed or was
+lost, and when the training nodes are done. Tests drive it with fake connections.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+from typing import Any, Protocol
+
+from . import messages as m
+from .ctx import FOREGROUND_ROLES, node_dir_name
+from .diagnose import Finding, diagnose_failure
+from .errors import ChannelError, NodeError, ResultError
+from .events import ClusterReady, EventStream, GpuAssigned, Log, Registered, Step, TaskState
+from .filetail import Chunk
+from .lifecycle import NodeState, node_transition_allowed
+
+log = logging.getLogger(__name__)
+
+BACKGROUND_ROLES = ("ps", "evaluator")
+
+
+class Conn(Protocol):
+    """What the coordinator needs of a connection (``channel.Connection`` or a test's fake)."""
+
+    attrs: dict[str, Any]
+
+    def send(self, msg: dict) -> None: ...
+
+
+class Hooks(Protocol):
+    """The run's side of the coordinator; called with the run's lock held."""
+
+    def cluster_ready(self, spec: dict[str, list[str]]) -> bool:
+        """Every node registered: whether the run goes on to running (False: it is ending)."""
+
+    def node_failed(self, error: NodeError, retryable: bool) -> None:
+        """A node failed (``retryable``: it was lost or killed, not an exception of the function)."""
+
+    def ending(self) -> bool:
+        """Whether the attempt is winding down (a lost connection is then expected)."""
+
+    def foreground_done(self) -> None:
+        """Every chief and worker finished."""
+
+    def findings(self, findings: list[Finding]) -> None: ...
+
+    def leftovers(self, items: tuple[dict, ...]) -> None: ...
+
+    def versions(self, node: str, python: str, tensorflow: str) -> None: ...
+
+    def files(self, node_dir: str, chunks: list[Chunk]) -> dict[str, int] | None:
+        """Shipped event-file bytes; returns ``{relpath: offset}`` of bytes to send again."""
+
+    def feed(self, node: NodeRecord, msg: m.Message) -> None: ...
+
+
+class NodeRecord:
+    """The driver's record of one task of one attempt."""
+
+    def __init__(self, task: int, role: str, index: int) -> None:
+        self.task, self.role, self.index = task, role, index
+        self.conn: Conn | None = None
+        self.host, self.port, self.executor_id = "", 0, ""
+        self.state = NodeState.SCHEDULED
+        self.returned = False
+        self.value: Any = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.role}:{self.index}"
+
+
+def send_quietly(conn: Conn, msg: m.Message) -> None:
+    """Send ``msg``; a node that has gone is no error here (its close is handled on its own)."""
+    try:
+        conn.send(m.encode(msg))
+    except OSError as e:
+        log.debug("could not send %s to a node: %s", msg.TYPE, e)
+
+
+class Coordinator:
+    """The nodes of attempt ``attempt`` of run ``run_id`` and their messages."""
+
+    def __init__(self, run_id: str, roles: list[tuple[str, int]], attempt: int, events: EventStream,
+                 lock, hooks: Hooks) -> None:
+        self.run_id, self.roles, self.attempt = run_id, roles, attempt
+        self.events, self.lock, self.hooks = events, lock, hooks
+        self.nodes = [NodeRecord(t, r, i) for t, (r, i) in enumerate(roles)]
+        self.cluster_spec: dict[str, list[str]] = {}
+        self.foreground_finished = False
+
+    # -- views ---------------------------------------------------------------------------------
+    def registered(self) -> list[str]:
+        with self.lock:
+            return [nd.name for nd in self.nodes if nd.conn is not None]
+
+    def missing(self) -> list[str]:
+        with self.lock:
+            return [nd.name for nd in self.nodes if nd.conn is None]
+
+    def connections(self) -> list[Conn]:
+        with self.lock:
+            return [nd.conn for nd in self.nodes if nd.conn is not None]
+
+    def owns(self, node: NodeRecord | None) -> bool:
+        return node is not None and 0 <= node.task < len(self.nodes) and self.nodes[node.task] is node
+
+    # -- to the nodes --------------------------------------------------------------------------
+    def broadcast(self, msg: m.Message, roles: tuple[str, ...] | None = None) -> None:
+        """Send ``msg`` to every registered node that has not ended (of ``roles``, if given)."""
+        with self.lock:
+            targets = [nd.conn for nd in self.nodes
+                       if nd.conn is not None and not nd.state.terminal and (roles is None or nd.role in roles)]
+        for conn in targets:
+            send_quietly(conn, msg)
+
+    # -- from the nodes ------------------------------------------------------------------------
+    def handle(self, conn: Conn, msg: m.Message) -> None:
+        """One decoded message from ``conn``. ``ChannelError``: it makes no sense here (the
+        receiver counts it; the node is not failed for it)."""
+        if isinstance(msg, m.Register):
+            self._register(conn, msg)
+            return
+        node: NodeRecord | None = conn.attrs.get("node")
+        if node is None:
+            raise ChannelError(f"{msg.TYPE!r} message before registration")
+        if not self.owns(node):
+            return  # a node of an earlier attempt, still winding down
+        if isinstance(msg, m.Logs):
+            for stream, line in msg.lines:
+                self.events.publish(Log(self.run_id, task=node.task, role=node.role, index=node.index,
+                                        stream=stream, line=line))
+        elif isinstance(msg, m.StepReport):
+            self.events.publish(Step(self.run_id, task=node.task, role=node.role, index=node.index,
+                                     step=msg.step, metrics=dict(msg.metrics)))
+        elif isinstance(msg, m.NodeStateReport):
+            if msg.state != NodeState.RUNNING:
+                raise ChannelError(f"a node cannot report state {msg.state!r}")
+            with self.lock:
+                self._set_state(node, NodeState.RUNNING)
+        elif isinstance(msg, m.Result):
+            with self.lock:
+                self._result(node, msg)
+        elif isinstance(msg, m.Leftovers):
+            self.hooks.leftovers(msg.items)
+        elif isinstance(msg, m.Files):
+            self._files(conn, node, msg)
+        elif isinstance(msg, (m.FeedServing, m.FeedReport)):
+            self.hooks.feed(node, msg)
+        else:
+            raise ChannelError(f"a node cannot send {msg.TYPE!r}")
+
+    def _register(self, conn: Conn, msg: m.Register) -> None:
+        with self.lock:
+            if msg.attempt != self.attempt:  # a node of a lost attempt: it must not wait for a cluster
+                send_quietly(conn, m.Stop())
+                raise ChannelError(f"registration for attempt {msg.attempt}, now {self.attempt}")
+            if not 0 <= msg.task < len(self.nodes) or self.nodes[msg.task].conn is not None:
+                raise ChannelError(f"bad or duplicate registration for task {msg.task}")
+            node = self.nodes[msg.task]
+            node.conn, node.host, node.port, node.executor_id = conn, msg.host, msg.port, msg.executor_id
+            conn.attrs["node"] = node
+            self.hooks.versions(node.name, msg.python, msg.tensorflow)
+            node.state = NodeState.REGISTERED
+            self.events.publish(Registered(self.run_id, task=node.task, role=node.role, index=node.index,
+                                           host=node.host, executor_id=node.executor_id, port=node.port,
+                                           pid=msg.pid, gpus=msg.gpus))
+            if msg.gpus:
+                self.events.publish(GpuAssigned(self.run_id, task=node.task, role=node.role, index=node.index,
+                                                host=node.host, addresses=msg.gpus))
+            if all(nd.conn is not None for nd in self.nodes):
+                spec: dict[str, list[str]] = {}
+                for nd in self.nodes:
+                    spec.setdefault(nd.role, []).append(f"{nd.host}:{nd.port}")
+                if self.hooks.cluster_ready(spec):
+                    self.cluster_spec = spec
+                    for nd in self.nodes:
+                        send_quietly(nd.conn, m.Cluster(spec))
+                    self.events.publish(ClusterReady(self.run_id, cluster_spec=spec))
+
+    def _set_state(self, node: NodeRecord, state: NodeState, detail: str = "") -> bool:
+        if not node_transition_allowed(node.state, state):
+            log.warning("run %s: %s reported %s while %s; ignored", self.run_id, node.name, state, node.state)
+            return False
+        node.state = state
+        self.events.publish(TaskState(self.run_id, task=node.task, role=node.role, index=node.index,
+                                      state=state.value, detail=detail))
+        return True
+
+    def _result(self, node: NodeRecord, msg: m.Result) -> None:
+        if msg.ok:
+            try:
+                value = pickle.loads(msg.value) if msg.value is not None else None  # authenticated, our own node
+            except Exception as e:  # the value's class cannot be imported here, or the bytes are bad
+                if self._set_state(node, NodeState.FAILED, "its return value cannot be unpickled"):
+                    self.hooks.node_failed(ResultError(node.role, node.index, node.host, msg.value_type, e),
+                                           retryable=False)
+                return
+            if not self._set_state(node, NodeState.FINISHED):
+                return
+            node.value, node.returned = value, True
+            foreground = [nd for nd in self.nodes if nd.role in FOREGROUND_ROLES]
+            if not self.foreground_finished and all(nd.state == NodeState.FINISHED for nd in foreground):
+                self.foreground_finished = True
+                self.hooks.foreground_done()
+        elif msg.stopped:
+            after = node.role in BACKGROUND_ROLES and self.foreground_finished
+            self._set_state(node, NodeState.FINISHED if after else NodeState.STOPPED,
+                            "stopped after the training nodes finished" if after else "")
+        else:
+            if not self._set_state(node, NodeState.FAILED, f"exit code {msg.exit_code}"):
+                return
+            findings = diagnose_failure(node.role, node.index, node.host, msg.traceback, node.port)
+            self.hooks.findings(findings)
+            killed = msg.exit_code is not None and msg.exit_code < 0  # a signal, not the function's exception
+            self.hooks.node_failed(NodeError(node.role, node.index, node.host, msg.traceback, msg.exit_code,
+                                             findings), retryable=killed)
+
+    def _files(self, conn: Conn, node: NodeRecord, msg: m.Files) -> None:
+        chunks = [Chunk(rel, off, data) for rel, off, data in msg.chunks]
+        gaps = self.hooks.files(node_dir_name(node.role, node.index), chunks)
+        if gaps:
+            send_quietly(conn, m.FilesRewind(gaps))
+
+    def closed(self, conn: Conn) -> None:
+        """``conn`` ended: a registered node that had not ended was lost."""
+        conn.attrs["gone"] = True
+        node: NodeRecord | None = conn.attrs.get("node")
+        with self.lock:
+            if not self.owns(node) or not node.state.live or self.hooks.ending():
+                return
+            self._set_state(node, NodeState.FAILED, "connection lost")
+            self.hooks.node_failed(NodeError(
+                node.role, node.index, node.host,
+                "the node's connection closed before it reported a result: its executor or Python worker died "
+                "(see the executor's stderr in the Spark UI)"), retryable=True)

@@ -1,0 +1,315 @@
+"""The control protocol: one frozen dataclass per message between the driver and a node.
+
+On the wire a message is a msgpack (control channel) or JSON (the child's status pipe) map
+``{"type": TYPE, field: value, ...}``. :func:`decode` validates every field's type and raises
+``ChannelError`` on anything else, so a handler only ever sees a well-formed message; the
+receiver logs and counts a malformed one and goes on (it never costs the sender its node).
+Nothing here is unpickled: a node's return value travels as opaque bytes in :class:`Result` and
+only the driver's run unpickles it, reporting a value it cannot unpickle as that node's error.
+
+Imports nothing but the standard library and ``errors``: the nodes' child processes use it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import MISSING, asdict, dataclass, field, fields
+from typing import Any, ClassVar
+
+from .errors import ChannelError
+
+Check = Callable[[Any], Any]
+
+
+def _int(v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TypeError(f"expected an integer, got {type(v).__name__}")
+    return v
+
+
+def _opt_int(v: Any) -> int | None:
+    return None if v is None else _int(v)
+
+
+def _float(v: Any) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise TypeError(f"expected a number, got {type(v).__name__}")
+    return float(v)
+
+
+def _str(v: Any) -> str:
+    if not isinstance(v, str):
+        raise TypeError(f"expected a string, got {type(v).__name__}")
+    return v
+
+
+def _bool(v: Any) -> bool:
+    if not isinstance(v, bool):
+        raise TypeError(f"expected true or false, got {type(v).__name__}")
+    return v
+
+
+def _bytes(v: Any) -> bytes:
+    if not isinstance(v, (bytes, bytearray)):
+        raise TypeError(f"expected bytes, got {type(v).__name__}")
+    return bytes(v)
+
+
+def _opt_bytes(v: Any) -> bytes | None:
+    return None if v is None else _bytes(v)
+
+
+def _seq(item: Check) -> Check:
+    def check(v: Any) -> tuple:
+        if not isinstance(v, (list, tuple)):
+            raise TypeError(f"expected a list, got {type(v).__name__}")
+        return tuple(item(x) for x in v)
+
+    return check
+
+
+def _pair(a: Check, b: Check) -> Check:
+    def check(v: Any) -> tuple:
+        if not isinstance(v, (list, tuple)) or len(v) != 2:
+            raise TypeError("expected a pair")
+        return a(v[0]), b(v[1])
+
+    return check
+
+
+def _triple(a: Check, b: Check, c: Check) -> Check:
+    def check(v: Any) -> tuple:
+        if not isinstance(v, (list, tuple)) or len(v) != 3:
+            raise TypeError("expected a triple")
+        return a(v[0]), b(v[1]), c(v[2])
+
+    return check
+
+
+def _map(key: Check, value: Check) -> Check:
+    def check(v: Any) -> dict:
+        if not isinstance(v, dict):
+            raise TypeError(f"expected a map, got {type(v).__name__}")
+        return {key(k): value(x) for k, x in v.items()}
+
+    return check
+
+
+def _record(spec: dict[str, Check]) -> Check:
+    """A map with exactly the keys of ``spec`` (missing keys are an error, extra keys are dropped)."""
+
+    def check(v: Any) -> dict:
+        if not isinstance(v, dict):
+            raise TypeError(f"expected a map, got {type(v).__name__}")
+        return {k: c(v[k]) for k, c in spec.items()}
+
+    return check
+
+
+class Message:
+    """Base of every control message; ``TYPE`` is its tag on the wire and ``CHECKS`` validates
+    each field (a field without a check is not sent by the peer)."""
+
+    TYPE: ClassVar[str] = ""
+    CHECKS: ClassVar[dict[str, Check]] = {}
+
+
+_TYPES: dict[str, type] = {}
+
+
+def _message(cls):
+    cls = dataclass(frozen=True)(cls)
+    _TYPES[cls.TYPE] = cls
+    return cls
+
+
+# -- node -> driver ----------------------------------------------------------------------------
+
+@_message
+class Register(Message):
+    """A node reached the driver and holds its TensorFlow port open."""
+
+    TYPE = "register"
+    task: int
+    attempt: int
+    host: str
+    port: int
+    pid: int
+    executor_id: str = ""
+    gpus: tuple[str, ...] = ()
+    python: str = ""
+    tensorflow: str = ""
+    CHECKS = {"task": _int, "attempt": _int, "host": _str, "port": _int, "pid": _int, "executor_id": _str,
+              "gpus": _seq(_str), "python": _str, "tensorflow": _str}
+
+
+@_message
+class NodeStateReport(Message):
+    """The node's child process was told to go (``state``: ``running``)."""
+
+    TYPE = "state"
+    state: str
+    child_pid: int = 0
+    CHECKS = {"state": _str, "child_pid": _int}
+
+
+@_message
+class Logs(Message):
+    """Output lines of the node's process: ``(stream, line)`` with stream ``stdout`` / ``stderr``."""
+
+    TYPE = "logs"
+    lines: tuple[tuple[str, str], ...]
+    CHECKS = {"lines": _seq(_pair(_str, _str))}
+
+
+@_message
+class StepReport(Message):
+    """Training progress (``ctx.report`` or the Keras callback)."""
+
+    TYPE = "step"
+    step: int
+    metrics: dict[str, float] = field(default_factory=dict)
+    CHECKS = {"step": _int, "metrics": _map(_str, _float)}
+
+
+@_message
+class FeedServing(Message):
+    """A training node's data feed listens at ``host:port`` (InputMode.SPARK)."""
+
+    TYPE = "feed_serving"
+    host: str
+    port: int
+    CHECKS = {"host": _str, "port": _int}
+
+
+@_message
+class FeedReport(Message):
+    """A training node's data feed: rows received and consumed, bytes waiting, seconds the
+    buffered data has waited, and whether the function called ``terminate()``."""
+
+    TYPE = "feed_progress"
+    received: int
+    consumed: int
+    buffered: int
+    stalled: float = 0.0
+    terminated: bool = False
+    CHECKS = {"received": _int, "consumed": _int, "buffered": _int, "stalled": _float, "terminated": _bool}
+
+
+@_message
+class Files(Message):
+    """New bytes of files in the node's own log directory: ``(relpath, offset, data)``."""
+
+    TYPE = "files"
+    chunks: tuple[tuple[str, int, bytes], ...]
+    CHECKS = {"chunks": _seq(_triple(_str, _int, _bytes))}
+
+
+LEFTOVER_FIELDS: dict[str, Check] = {"host": _str, "pid": _int, "run_id": _str, "task": _str, "cmdline": _str,
+                                     "gpus": _seq(_str), "used_mib": _int, "killed": _bool}
+
+
+@_message
+class Leftovers(Message):
+    """Processes of earlier runs (and foreign GPU holders) on the node's host (``orphans.Leftover``
+    fields)."""
+
+    TYPE = "leftovers"
+    items: tuple[dict, ...]
+    CHECKS = {"items": _seq(_record(LEFTOVER_FIELDS))}
+
+
+@_message
+class Result(Message):
+    """The node's outcome: ``ok`` with the pickled return value (``value``, of type ``value_type``),
+    ``stopped`` on request, or neither with the traceback; ``exit_code`` of its process."""
+
+    TYPE = "result"
+    ok: bool
+    exit_code: int | None = None
+    value: bytes | None = None
+    value_type: str = ""
+    stopped: bool = False
+    traceback: str = ""
+    CHECKS = {"ok": _bool, "exit_code": _opt_int, "value": _opt_bytes, "value_type": _str, "stopped": _bool,
+              "traceback": _str}
+
+
+# -- driver -> node ----------------------------------------------------------------------------
+
+@_message
+class Cluster(Message):
+    """Every node registered: the cluster spec (``role -> ["host:port", ...]``)."""
+
+    TYPE = "cluster"
+    cluster_spec: dict[str, list[str]]
+    CHECKS = {"cluster_spec": _map(_str, lambda v: list(_seq(_str)(v)))}
+
+
+@_message
+class Stop(Message):
+    """Stop the node's process (its process group)."""
+
+    TYPE = "stop"
+
+
+@_message
+class FilesResend(Message):
+    """A mirror was attached: send every file again from the start."""
+
+    TYPE = "files_resend"
+
+
+@_message
+class FilesRewind(Message):
+    """The driver lacks the bytes before these offsets: send again from there."""
+
+    TYPE = "files_rewind"
+    files: dict[str, int]
+    CHECKS = {"files": _map(_str, _int)}
+
+
+# -- encoding ----------------------------------------------------------------------------------
+
+def encode(msg: Message) -> dict:
+    """The wire map of ``msg``."""
+    out = {"type": msg.TYPE}
+    out.update(asdict(msg))  # type: ignore[call-overload]
+    return out
+
+
+def decode(raw: Any) -> Message:
+    """The message in the wire map ``raw``; raises ``ChannelError`` naming what is wrong."""
+    if not isinstance(raw, dict):
+        raise ChannelError(f"malformed message: expected a map, got {type(raw).__name__}")
+    kind = raw.get("type")
+    cls = _TYPES.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        raise ChannelError(f"malformed message: unknown type {str(kind)[:40]!r}")
+    values = {}
+    for f in fields(cls):
+        if f.name not in raw:
+            if f.default is MISSING and f.default_factory is MISSING:
+                raise ChannelError(f"malformed {kind!r} message: no {f.name!r}")
+            continue
+        try:
+            values[f.name] = cls.CHECKS[f.name](raw[f.name])
+        except (TypeError, ValueError, KeyError) as e:
+            raise ChannelError(f"malformed {kind!r} message: field {f.name!r}: {e}") from None
+    return cls(**values)
+
+
+
+def to_json(msg: Message) -> str:
+    """One JSON line (the child's status pipe carries step and feed reports this way)."""
+    return json.dumps(encode(msg))
+
+
+def from_json(line: str | bytes) -> Message:
+    """The message in one JSON line; ``ChannelError`` when it is not one."""
+    try:
+        raw = json.loads(line)
+    except ValueError as e:
+        raise ChannelError(f"malformed status line: {e}") from None
+    return decode(raw)
