@@ -158,11 +158,12 @@ class Coordinator:
 
     def _register(self, conn: Conn, msg: m.Register) -> None:
         with self.lock:
-            if msg.attempt != self.attempt:  # a node of a lost attempt: it must not wait for a cluster
+            why = (f"registration for attempt {msg.attempt}, now {self.attempt}" if msg.attempt != self.attempt
+                   else f"bad or duplicate registration for task {msg.task}"
+                   if not 0 <= msg.task < len(self.nodes) or self.nodes[msg.task].conn is not None else "")
+            if why:  # a node of a lost attempt, or a task Spark retried: it must not wait for a cluster
                 send_quietly(conn, m.Stop())
-                raise ChannelError(f"registration for attempt {msg.attempt}, now {self.attempt}")
-            if not 0 <= msg.task < len(self.nodes) or self.nodes[msg.task].conn is not None:
-                raise ChannelError(f"bad or duplicate registration for task {msg.task}")
+                raise ChannelError(why)
             node = self.nodes[msg.task]
             node.conn, node.host, node.port, node.executor_id = conn, msg.host, msg.port, msg.executor_id
             conn.attrs["node"] = node

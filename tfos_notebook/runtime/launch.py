@@ -12,44 +12,27 @@ usable.
 
 from __future__ import annotations
 
-import logging
 import os
-import threading
 import time
 import uuid
 from collections.abc import Callable
-from functools import partial
 from typing import Any
 
 from . import channel, preflight
 from . import messages as m
-from .child import WATCHDOG_SECS as CHILD_WATCHDOG_SECS
-from .coordinator import BACKGROUND_ROLES, Coordinator, NodeRecord
+from .coordinator import NodeRecord
 from .diagnose import Finding, blockers
-from .errors import (
-    ChannelError,
-    ConfigError,
-    NodeError,
-    PreflightError,
-    ReservationTimeout,
-    RunStopped,
-    SparkJobError,
-)
-from .events import ClusterReady, EventStream, LaunchSubmitted, RunFinished
+from .errors import ConfigError, PreflightError, RunStopped
+from .events import ClusterReady, EventStream, RunFinished
 from .filetail import Chunk
-from .lifecycle import Lifecycle, NodeState, RunState
+from .lifecycle import Lifecycle, RunState
 from .node import NodePlan
 from .roles import plan_roles
-from .spark import SparkJob, backend_for
-from .spark.errors import error_summary
-from .timeouts import Deadline
+from .spark import backend_for
+from .supervisor import Supervisor
 from .watch import LiveDiagnosis
 
-log = logging.getLogger(__name__)
-
 FileSink = Callable[[str, list[Chunk]], dict[str, int]]
-WATCH_INTERVAL = 0.25  # how often the supervisor looks at a running attempt
-CANCEL_MARGIN = 2.0  # seconds past the stop grace before an ending attempt's job is cancelled
 
 
 class Run:
@@ -115,16 +98,12 @@ class Run:
         self.events = EventStream()
         self.lifecycle = Lifecycle(self.run_id, self.events)
         self._lock = self.lifecycle.lock
-        self._hooks = _Hooks(self)
-        self._coord = Coordinator(self.run_id, self.roles, 0, self.events, self._lock, self._hooks)
-        self._diag = LiveDiagnosis(self.run_id, self.backend, self.events, self.roles, gpus_per_node)
+        self.diagnosis = LiveDiagnosis(self.run_id, self.backend, self.events, self.roles, gpus_per_node)
+        self._supervisor = Supervisor(self)
         self._file_sink: FileSink | None = None
         self._secret = b""
+        self._default_fs = ""
         self._server: channel.ControlServer | None = None
-        self._supervisor: threading.Thread | None = None
-        self._ending_since: float | None = None  # when the current attempt began to wind down
-        self._foreground_done_at: float | None = None
-        self._settling = False
         self.started_at: float | None = None
         self.feeder = None
         if input_mode == "spark":
@@ -160,12 +139,12 @@ class Run:
     @property
     def cluster_spec(self) -> dict[str, list[str]]:
         """The current attempt's cluster spec once every node registered (else empty)."""
-        return self._coord.cluster_spec
+        return self._supervisor.coord.cluster_spec
 
     @property
     def nodes(self) -> list[NodeRecord]:
         """The current attempt's node records, in task order."""
-        return self._coord.nodes
+        return self._supervisor.coord.nodes
 
     @property
     def results(self) -> dict[str, Any]:
@@ -187,8 +166,8 @@ class Run:
     def diagnose(self) -> list[Finding]:
         """Findings about this run and the cluster now (for ``%tfos_diagnose``): what was raised so
         far and a fresh diagnosis."""
-        raised = self._diag.raised()
-        fresh = self._diag.live(self.job_group, self._coord.registered()) if self.started_at else []
+        raised = self.diagnosis.raised()
+        fresh = self.diagnosis.live(self.job_group, self._supervisor.coord.registered()) if self.started_at else []
         seen = {(f.code, f.cause) for f in raised}
         return raised + [f for f in fresh if (f.code, f.cause) not in seen]
 
@@ -208,14 +187,14 @@ class Run:
             self.lifecycle.transition(RunState.RESERVING)
         try:
             preflight.wait_for_executors(self.backend, len(self.roles), self.preflight_wait)
-            findings = self._diag.preflight()
-            self._diag.publish(findings)
+            findings = self.diagnosis.preflight()
+            self.diagnosis.publish(findings)
             if blockers(findings):
                 raise PreflightError(f"cannot launch {len(self.roles)} nodes:", blockers(findings))
             self._default_fs = self.backend.default_fs()
             self._secret = channel.new_secret()
             self._server = channel.ControlServer(self.backend.driver_host(), self._secret, self._on_message,
-                                                 self._coord_closed)
+                                                 self._on_close)
         except BaseException as e:
             self._end_before_launch(e)
             raise
@@ -223,18 +202,21 @@ class Run:
             if self.state is RunState.STOPPING:  # stopped during pre-flight
                 self._end_before_launch(RunStopped(f"run {self.name} was stopped"))
                 return self
-            self._supervisor = self.backend.job_thread(self._supervise, name=f"tfos-run-{self.run_id}")
             self._supervisor.start()
         return self
 
     def _end_before_launch(self, error: BaseException) -> None:
-        if self._server is not None:
-            self._server.close()
+        self.close_server()
         with self._lock:
             final = RunState.STOPPED if self.state is RunState.STOPPING else RunState.FAILED
             self.lifecycle.try_transition(final, error)
 
-    def _plan(self, attempt: int) -> NodePlan:
+    def close_server(self) -> None:
+        if self._server is not None:
+            self._server.close()
+
+    def plan(self, attempt: int) -> NodePlan:
+        """What every node of ``attempt`` needs (shipped in the barrier tasks' closure)."""
         return NodePlan(
             run_id=self.run_id, server_host=self._server.host, server_port=self._server.port,
             secret=self._secret, main_fun=self.main_fun, args=self.args, roles=self.roles, attempt=attempt,
@@ -242,140 +224,6 @@ class Run:
             env=self.env, legacy_keras=self.legacy_keras, stop_grace_secs=self.stop_grace_secs,
             feed_buffer_bytes=self.feed_buffer_bytes,
         )
-
-    # -- the supervisor: one thread per run, owner of every attempt's Spark job -------------------
-    def _supervise(self) -> None:
-        """Run the barrier job, again for each relaunch, then settle the run's outcome."""
-        n = len(self.roles)
-        while True:
-            coord, tag = self._coord, self.job_group
-            self.events.publish(LaunchSubmitted(self.run_id, num_tasks=n, roles=tuple(nd.name for nd in coord.nodes),
-                                                attempt=coord.attempt))
-            job = self.backend.submit(tag, f"tfos_notebook run {self.name} attempt {coord.attempt}",
-                                      partial(self.backend.barrier, n, self._plan(coord.attempt)))
-            self._watch(job, coord)
-            with self._lock:
-                relaunch = self.state is RunState.RELAUNCHING
-                if not relaunch:
-                    self._settling = True
-            if not relaunch:
-                self._settle(job.error, coord)
-                return
-            self._wait_gone(coord.connections())  # no process of the lost attempt may write beside the next one
-            with self._lock:
-                if self.state is RunState.STOPPING:
-                    self._settling = True
-                else:
-                    self.lifecycle.attempt += 1
-                    self._coord = Coordinator(self.run_id, self.roles, self.attempt, self.events, self._lock,
-                                              self._hooks)
-                    self._ending_since = self._foreground_done_at = None
-                    self.lifecycle.transition(RunState.RESERVING)
-                    continue
-            self._settle(job.error, coord)
-            return
-
-    def _watch(self, job: SparkJob, coord: Coordinator) -> None:
-        """Until the attempt's job ends: diagnose a stalled reservation, fail it at the timeout,
-        stop background nodes after the training nodes, cancel a job that outlives its end."""
-        deadline = Deadline(self.reservation_timeout)
-        count, last_change, last_diagnosis = 0, time.monotonic(), 0.0
-        cancelled = background_stopped = False
-        while not job.join(WATCH_INTERVAL):
-            now, state = time.monotonic(), self.state
-            if state is RunState.RESERVING:
-                registered = coord.registered()
-                if len(registered) != count:
-                    count, last_change = len(registered), now
-                elif deadline.expired:
-                    self._reservation_timeout(coord, now - last_change)
-                elif now - last_change >= self.stall_secs and now - last_diagnosis >= 1.0:
-                    last_diagnosis = now
-                    self._diag.publish(self._diag.live(self.job_group, registered, now - last_change))
-            elif state.ending and not cancelled and self._ending_since is not None \
-                    and now - self._ending_since >= self.stop_grace_secs + CANCEL_MARGIN:
-                cancelled = True
-                job.cancel()
-            done_at = self._foreground_done_at
-            if done_at is not None and not background_stopped and now - done_at >= self.background_grace_secs:
-                background_stopped = True
-                coord.broadcast(m.Stop(), BACKGROUND_ROLES)
-
-    def _reservation_timeout(self, coord: Coordinator, stalled_for: float) -> None:
-        registered, missing = coord.registered(), coord.missing()
-        findings = self._diag.live(self.job_group, registered, stalled_for)
-        findings = blockers(findings) or findings or [Finding(
-            "reservation_timeout",
-            f"{len(missing)} of {len(self.roles)} nodes did not register within {self.reservation_timeout:.0f}s",
-            (f"registered: {registered}", f"missing: {missing}"),
-            "check the executors' stderr for errors, or raise reservation_timeout",
-        )]
-        self._diag.publish(findings)
-        self._abort(ReservationTimeout(f"run {self.name}: waited {self.reservation_timeout:.0f}s for "
-                                       f"{len(self.roles)} reservations, got {len(registered)}", findings))
-
-    def _wait_gone(self, conns: list) -> None:
-        """Wait until the nodes behind ``conns`` are gone (their connections closed), then for their
-        child processes, which kill themselves within ``CHILD_WATCHDOG_SECS`` of their node's end
-        (they may be on other hosts: nothing but time says they are gone). Nodes of the next attempt
-        on the same host also kill what is left (``orphans.kill_attempts_before``)."""
-        self._all_gone(conns)
-        time.sleep(2 * CHILD_WATCHDOG_SECS)
-
-    def _all_gone(self, conns: list) -> bool:
-        return Deadline(self.stop_grace_secs + 5.0).wait_until(lambda: all(c.attrs.get("gone") for c in conns),
-                                                               interval=0.01)
-
-    def _settle(self, failure: BaseException | None, coord: Coordinator) -> None:
-        """End the run after its last job: closes the control server, then the terminal transition.
-        The nodes' connections close after their last message (the result), so once every one of
-        them is gone each result has been handled."""
-        self._all_gone(coord.connections())
-        if self._server is not None:
-            self._server.close()
-        with self._lock:
-            state = self.state
-            if state is RunState.STOPPING:
-                self.lifecycle.transition(RunState.STOPPED, RunStopped(f"run {self.name} was stopped"))
-            elif state is RunState.FAILING:
-                self.lifecycle.transition(RunState.FAILED)
-            elif failure is not None:
-                findings = blockers(self._diag.live(self.job_group, coord.registered()))
-                self._diag.publish(findings)
-                self.lifecycle.transition(RunState.FAILED, SparkJobError(
-                    f"the Spark job of run {self.name} failed: {error_summary(failure)}", findings))
-            elif any(nd.state is not NodeState.FINISHED for nd in coord.nodes):
-                missing = [nd.name for nd in coord.nodes if nd.state is not NodeState.FINISHED]
-                self.lifecycle.transition(RunState.FAILED,
-                                          SparkJobError(f"nodes {missing} ended without reporting a result"))
-            else:
-                self.lifecycle.transition(RunState.FINISHED)
-
-    # -- ending --------------------------------------------------------------------------------
-    def _abort(self, error: NodeError | ReservationTimeout, retryable: bool = False) -> None:
-        """End this attempt: tell every node to stop; the supervisor cancels the job if it lingers.
-        A lost node (``retryable``) with retries left relaunches; anything else fails the run."""
-        with self._lock:
-            if self.state.ending or self._settling:
-                return  # the first outcome stands
-            if retryable and self.attempt < self.retries:
-                self._diag.publish([Finding(
-                    "node_lost_retrying",
-                    f"a node was lost; relaunching the run (attempt {self.attempt + 2} of {self.retries + 1})",
-                    (str(error).splitlines()[0],),
-                    "nothing to do if the nodes resume from their checkpoints (ctx.restore() or ctx.callbacks()); "
-                    "otherwise training restarts from scratch",
-                    "warning",
-                )])
-                self.lifecycle.transition(RunState.RELAUNCHING)
-            else:
-                if retryable and self.retries:
-                    error = NodeError(error.role, error.index, error.host,
-                                      f"{error.traceback_text}\n(after {self.attempt + 1} attempts; retries={self.retries})",
-                                      error.exit_code, error.findings)
-                self.lifecycle.transition(RunState.FAILING, error)
-            self._ending_since = time.monotonic()
-        self._coord.broadcast(m.Stop())
 
     def stop(self, timeout: float = 30.0) -> None:
         """Stop the run: nodes kill their processes, the attempt's job is cancelled if it lingers.
@@ -385,25 +233,17 @@ class Run:
             if self.state is RunState.NEW:
                 self.lifecycle.transition(RunState.STOPPED, RunStopped(f"run {self.name} was stopped before it started"))
                 return
-            if not self.state.ending and not self._settling:
-                self.lifecycle.transition(RunState.STOPPING)
-                self._ending_since = time.monotonic()
-        self._coord.broadcast(m.Stop())
+        self._supervisor.request_stop()
         if not self.lifecycle.done.wait(timeout):
             raise TimeoutError(f"run {self.name} did not stop within {timeout:.0f}s")
-        self._join_supervisor()
-
-    def _join_supervisor(self) -> None:
-        thread = self._supervisor
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(10.0)
+        self._supervisor.join()
 
     # -- control channel -----------------------------------------------------------------------
     def _on_message(self, conn: channel.Connection, raw: dict) -> None:
-        self._coord.handle(conn, m.decode(raw))
+        self._supervisor.coord.handle(conn, m.decode(raw))
 
-    def _coord_closed(self, conn: channel.Connection) -> None:
-        self._coord.closed(conn)
+    def _on_close(self, conn: channel.Connection) -> None:
+        self._supervisor.coord.closed(conn)
 
     @property
     def file_sink(self) -> FileSink | None:
@@ -421,7 +261,7 @@ class Run:
         """
         self._file_sink = sink
         if sink is not None:
-            self._coord.broadcast(m.FilesResend())
+            self._supervisor.coord.broadcast(m.FilesResend())
 
     # -- InputMode.SPARK -----------------------------------------------------------------------------
     def _feeder(self):
@@ -487,7 +327,7 @@ class Run:
         self._check_started("wait")
         if not self.lifecycle.done.wait(timeout):
             raise TimeoutError(f"run {self.name} still {self.state} after {timeout}s")
-        self._join_supervisor()
+        self._supervisor.join()
         if self.error is not None:
             raise self.error
         return self.result
@@ -495,46 +335,3 @@ class Run:
     def _check_started(self, what: str) -> None:
         if self.state is RunState.NEW:
             raise ConfigError(f"run {self.name} was never started: call start() before {what}()")
-
-
-class _Hooks:
-    """The run's answers to its coordinator (called with the run's lock held)."""
-
-    def __init__(self, run: Run) -> None:
-        self.run = run
-
-    def cluster_ready(self, spec: dict[str, list[str]]) -> bool:
-        return self.run.lifecycle.try_transition(RunState.RUNNING)
-
-    def node_failed(self, error: NodeError, retryable: bool) -> None:
-        self.run._abort(error, retryable)
-
-    def ending(self) -> bool:
-        return self.run.state.ending or self.run._settling
-
-    def foreground_done(self) -> None:
-        self.run._foreground_done_at = time.monotonic()
-
-    def findings(self, findings: list[Finding]) -> None:
-        self.run._diag.publish(findings)
-
-    def leftovers(self, items: tuple[dict, ...]) -> None:
-        self.run._diag.add_leftovers(items)
-
-    def versions(self, node: str, python: str, tensorflow: str) -> None:
-        self.run._diag.add_versions(node, python, tensorflow)
-
-    def files(self, node_dir: str, chunks: list[Chunk]) -> dict[str, int] | None:
-        sink = self.run._file_sink
-        if sink is None:
-            return None
-        try:
-            return sink(node_dir, chunks)
-        except Exception:  # a failing sink loses TensorBoard bytes, never the run
-            log.exception("run %s: the event-file sink failed for %s", self.run.name, node_dir)
-            return None
-
-    def feed(self, node: NodeRecord, msg: m.Message) -> None:
-        if self.run.feeder is None:
-            raise ChannelError(f"{msg.TYPE!r} from {node.name}, but run {self.run.name} feeds no data")
-        self.run.feeder.on_message(node, msg)

@@ -1,0 +1,242 @@
+"""The attempts of one run: each attempt's barrier job, its watch, and how the run ends.
+
+A :class:`Supervisor` owns one thread per run, which submits an attempt's barrier job through the
+Spark backend and watches it until it ends: it diagnoses a stalled reservation and fails it at the
+timeout, stops ps / evaluator nodes once the training nodes are done, and cancels a job that
+outlives its attempt's end by more than the stop grace. It is also the coordinator's
+:class:`~.coordinator.Hooks`: a node that fails or is lost ends the attempt (relaunching the run
+while retries are left), and when the last job ends it settles the run's outcome.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from functools import partial
+from typing import TYPE_CHECKING
+
+from . import messages as m
+from .child import WATCHDOG_SECS as CHILD_WATCHDOG_SECS
+from .coordinator import BACKGROUND_ROLES, Coordinator, NodeRecord
+from .diagnose import Finding, blockers
+from .errors import ChannelError, NodeError, ReservationTimeout, RunStopped, SparkJobError
+from .events import LaunchSubmitted
+from .filetail import Chunk
+from .lifecycle import NodeState, RunState
+from .spark import SparkJob, error_summary
+from .timeouts import Deadline
+
+if TYPE_CHECKING:
+    from .launch import Run
+
+log = logging.getLogger(__name__)
+
+WATCH_INTERVAL = 0.25  # how often the supervisor looks at a running attempt
+CANCEL_MARGIN = 2.0  # seconds past the stop grace before an ending attempt's job is cancelled
+
+
+class Supervisor:
+    """The attempts of ``run``; ``coord`` is the current attempt's coordinator."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.lock = run.lifecycle.lock
+        self.coord = self._coordinator(0)
+        self.thread: threading.Thread | None = None
+        self._ending_since: float | None = None  # when the current attempt began to wind down
+        self._foreground_done_at: float | None = None
+        self._settling = False
+
+    def _coordinator(self, attempt: int) -> Coordinator:
+        return Coordinator(self.run.run_id, self.run.roles, attempt, self.run.events, self.lock, self)
+
+    @property
+    def state(self) -> RunState:
+        return self.run.lifecycle.state
+
+    def start(self) -> None:
+        self.thread = self.run.backend.job_thread(self._attempts, name=f"tfos-run-{self.run.run_id}")
+        self.thread.start()
+
+    def join(self, timeout: float = 10.0) -> None:
+        if self.thread is not None and self.thread is not threading.current_thread():
+            self.thread.join(timeout)
+
+    # -- the attempts --------------------------------------------------------------------------
+    def _attempts(self) -> None:
+        """Run the barrier job, again for each relaunch, then settle the run's outcome."""
+        run, n = self.run, len(self.run.roles)
+        while True:
+            coord, tag = self.coord, run.job_group
+            run.events.publish(LaunchSubmitted(run.run_id, num_tasks=n, roles=tuple(nd.name for nd in coord.nodes),
+                                               attempt=coord.attempt))
+            job = run.backend.submit(tag, f"tfos_notebook run {run.name} attempt {coord.attempt}",
+                                     partial(run.backend.barrier, n, run.plan(coord.attempt)))
+            self._watch(job, coord)
+            with self.lock:
+                relaunch = self.state is RunState.RELAUNCHING
+                self._settling = not relaunch
+            if relaunch:
+                self._wait_gone(coord.connections())  # no process of the lost attempt may write beside the next one
+                with self.lock:
+                    self._settling = self.state is RunState.STOPPING
+                    if not self._settling:
+                        run.lifecycle.attempt += 1
+                        self.coord = self._coordinator(run.attempt)
+                        self._ending_since = self._foreground_done_at = None
+                        run.lifecycle.transition(RunState.RESERVING)
+                        continue
+            self._settle(job.error, coord)
+            return
+
+    def _watch(self, job: SparkJob, coord: Coordinator) -> None:
+        """Until the attempt's job ends: diagnose a stalled reservation, fail it at the timeout,
+        stop background nodes after the training nodes, cancel a job that outlives its end."""
+        run = self.run
+        deadline = Deadline(run.reservation_timeout)
+        count, last_change, last_diagnosis = 0, time.monotonic(), 0.0
+        cancelled = background_stopped = False
+        while not job.join(WATCH_INTERVAL):
+            now, state = time.monotonic(), self.state
+            if state is RunState.RESERVING:
+                registered = coord.registered()
+                if len(registered) != count:
+                    count, last_change = len(registered), now
+                elif deadline.expired:
+                    self._reservation_timeout(coord, now - last_change)
+                elif now - last_change >= run.stall_secs and now - last_diagnosis >= 1.0:
+                    last_diagnosis = now
+                    run.diagnosis.publish(run.diagnosis.live(run.job_group, registered, now - last_change))
+            elif state.ending and not cancelled and self._ending_since is not None \
+                    and now - self._ending_since >= run.stop_grace_secs + CANCEL_MARGIN:
+                cancelled = True
+                job.cancel()
+            done_at = self._foreground_done_at
+            if done_at is not None and not background_stopped and now - done_at >= run.background_grace_secs:
+                background_stopped = True
+                coord.broadcast(m.Stop(), BACKGROUND_ROLES)
+
+    def _reservation_timeout(self, coord: Coordinator, stalled_for: float) -> None:
+        run = self.run
+        registered, missing = coord.registered(), coord.missing()
+        findings = run.diagnosis.live(run.job_group, registered, stalled_for)
+        findings = blockers(findings) or findings or [Finding(
+            "reservation_timeout",
+            f"{len(missing)} of {len(run.roles)} nodes did not register within {run.reservation_timeout:.0f}s",
+            (f"registered: {registered}", f"missing: {missing}"),
+            "check the executors' stderr for errors, or raise reservation_timeout",
+        )]
+        run.diagnosis.publish(findings)
+        self.abort(ReservationTimeout(f"run {run.name}: waited {run.reservation_timeout:.0f}s for "
+                                      f"{len(run.roles)} reservations, got {len(registered)}", findings))
+
+    def _wait_gone(self, conns: list) -> None:
+        """Wait until the nodes behind ``conns`` are gone (their connections closed), then for their
+        child processes, which kill themselves within ``CHILD_WATCHDOG_SECS`` of their node's end
+        (they may be on other hosts: nothing but time says they are gone). Nodes of the next attempt
+        on the same host also kill what is left (``orphans.kill_attempts_before``)."""
+        self._all_gone(conns)
+        time.sleep(2 * CHILD_WATCHDOG_SECS)
+
+    def _all_gone(self, conns: list) -> bool:
+        return Deadline(self.run.stop_grace_secs + 5.0).wait_until(
+            lambda: all(c.attrs.get("gone") for c in conns), interval=0.01)
+
+    def _settle(self, failure: BaseException | None, coord: Coordinator) -> None:
+        """End the run after its last job: close the control server, then the terminal transition.
+        The nodes' connections close after their last message (the result), so once every one of
+        them is gone each result has been handled."""
+        run = self.run
+        self._all_gone(coord.connections())
+        run.close_server()
+        with self.lock:
+            state = self.state
+            if state is RunState.STOPPING:
+                run.lifecycle.transition(RunState.STOPPED, RunStopped(f"run {run.name} was stopped"))
+            elif state is RunState.FAILING:
+                run.lifecycle.transition(RunState.FAILED)
+            elif failure is not None:
+                findings = blockers(run.diagnosis.live(run.job_group, coord.registered()))
+                run.diagnosis.publish(findings)
+                run.lifecycle.transition(RunState.FAILED, SparkJobError(
+                    f"the Spark job of run {run.name} failed: {error_summary(failure)}", findings))
+            elif any(nd.state is not NodeState.FINISHED for nd in coord.nodes):
+                missing = [nd.name for nd in coord.nodes if nd.state is not NodeState.FINISHED]
+                run.lifecycle.transition(RunState.FAILED,
+                                         SparkJobError(f"nodes {missing} ended without reporting a result"))
+            else:
+                run.lifecycle.transition(RunState.FINISHED)
+
+    # -- ending an attempt ---------------------------------------------------------------------
+    def abort(self, error: NodeError | ReservationTimeout, retryable: bool = False) -> None:
+        """End this attempt: tell every node to stop; the job is cancelled if it lingers. A lost
+        node (``retryable``) with retries left relaunches; anything else fails the run."""
+        run = self.run
+        with self.lock:
+            if self.ending():
+                return  # the first outcome stands
+            if retryable and run.attempt < run.retries:
+                run.diagnosis.publish([Finding(
+                    "node_lost_retrying",
+                    f"a node was lost; relaunching the run (attempt {run.attempt + 2} of {run.retries + 1})",
+                    (str(error).splitlines()[0],),
+                    "nothing to do if the nodes resume from their checkpoints (ctx.restore() or ctx.callbacks()); "
+                    "otherwise training restarts from scratch",
+                    "warning",
+                )])
+                run.lifecycle.transition(RunState.RELAUNCHING)
+            else:
+                if retryable and run.retries:
+                    error = NodeError(error.role, error.index, error.host,
+                                      f"{error.traceback_text}\n(after {run.attempt + 1} attempts; retries={run.retries})",
+                                      error.exit_code, error.findings)
+                run.lifecycle.transition(RunState.FAILING, error)
+            self._ending_since = time.monotonic()
+        self.coord.broadcast(m.Stop())
+
+    def request_stop(self) -> None:
+        """Stop the run (``Run.stop``): unless it is already ending, every node is told to stop."""
+        with self.lock:
+            if self.ending():
+                return
+            self.run.lifecycle.transition(RunState.STOPPING)
+            self._ending_since = time.monotonic()
+        self.coord.broadcast(m.Stop())
+
+    # -- the coordinator's hooks (called with the run's lock held) --------------------------------
+    def cluster_ready(self, spec: dict[str, list[str]]) -> bool:
+        return self.run.lifecycle.try_transition(RunState.RUNNING)
+
+    def node_failed(self, error: NodeError, retryable: bool) -> None:
+        self.abort(error, retryable)
+
+    def ending(self) -> bool:
+        return self.state.ending or self._settling
+
+    def foreground_done(self) -> None:
+        self._foreground_done_at = time.monotonic()
+
+    def findings(self, findings: list[Finding]) -> None:
+        self.run.diagnosis.publish(findings)
+
+    def leftovers(self, items: tuple[dict, ...]) -> None:
+        self.run.diagnosis.add_leftovers(items)
+
+    def versions(self, node: str, python: str, tensorflow: str) -> None:
+        self.run.diagnosis.add_versions(node, python, tensorflow)
+
+    def files(self, node_dir: str, chunks: list[Chunk]) -> dict[str, int] | None:
+        sink = self.run.file_sink
+        if sink is None:
+            return None
+        try:
+            return sink(node_dir, chunks)
+        except Exception:  # a failing sink loses TensorBoard bytes, never the run
+            log.exception("run %s: the event-file sink failed for %s", self.run.name, node_dir)
+            return None
+
+    def feed(self, node: NodeRecord, msg: m.Message) -> None:
+        if self.run.feeder is None:
+            raise ChannelError(f"{msg.TYPE!r} from {node.name}, but run {self.run.name} feeds no data")
+        self.run.feeder.on_message(node, msg)
