@@ -1,16 +1,14 @@
-"""Errors a user can meet, each saying what happened and what to do."""
+"""Errors a user can meet, each saying what happened and what to do. ``TFOSError`` and
+``ConfigError`` come from the package's ``errors.py``, which layers below the runtime raise too."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..errors import ConfigError, TFOSError
 
-class TFOSError(Exception):
-    """Base class of every error tfos_notebook raises on purpose."""
-
-
-class ConfigError(TFOSError, ValueError):
-    """Something impossible was asked for (bad counts, an unknown role or run, a bad option)."""
+__all__ = ["ChannelError", "ConfigError", "FeedError", "FeedTimeout", "LaunchError", "NodeError", "PreflightError",
+           "ReservationTimeout", "RunStopped", "SparkJobError", "TFOSError"]
 
 
 class LaunchError(TFOSError):

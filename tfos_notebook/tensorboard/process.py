@@ -24,8 +24,8 @@ from dataclasses import asdict, dataclass
 import psutil
 
 from ..devcluster import free_port
-from ..runtime.errors import TFOSError
-from ..runtime.statefiles import same_process, state_dir, write_json_atomic
+from ..errors import TFOSError
+from ..state.files import same_process, state_dir, write_json_atomic
 from .urls import local_url
 
 HOST = "127.0.0.1"

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 
 import psutil
 
-from ..runtime.errors import TFOSError
+from ..errors import TFOSError
 
 DATABRICKS_PORTS = range(6006, 6107)
 ORG_ID_KEY = "spark.databricks.clusterUsageTags.clusterOwnerOrgId"
