@@ -15,13 +15,8 @@ if TYPE_CHECKING:
 
 
 def format_findings(findings: Iterable[Finding]) -> str:
-    """Findings as readable lines: cause, evidence, fix."""
-    lines = []
-    for f in findings:
-        lines.append(f"[{f.severity}] {f.cause}")
-        lines += [f"    evidence: {e}" for e in f.evidence]
-        lines.append(f"    fix: {f.remedy}")
-    return "\n".join(lines)
+    """Findings as readable lines: severity and cause, evidence, fix."""
+    return "\n".join(f.describe(f"[{f.severity}] ") for f in findings)
 
 
 def diagnose_text(run: Run) -> str:
