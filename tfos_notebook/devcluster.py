@@ -19,9 +19,11 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from .runtime.procs import kill_process_group
+from .runtime.timeouts import Deadline
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -39,15 +41,17 @@ def spark_home() -> str:
 
 
 def _wait_for_port(host: str, port: int, timeout: float, proc: subprocess.Popen, log: Path) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def answers() -> bool:
         if proc.poll() is not None:
             raise RuntimeError(f"Spark process exited with {proc.returncode}; log:\n{log.read_text()[-3000:]}")
         try:
             with socket.create_connection((host, port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.2)
+                return True
+        except OSError:  # not listening yet
+            return False
+
+    if Deadline(timeout).wait_until(answers, interval=0.2):
+        return
     raise TimeoutError(f"Spark process did not open {host}:{port} in {timeout:.0f}s; log:\n{log.read_text()[-3000:]}")
 
 
@@ -127,18 +131,20 @@ class StandaloneCluster:
     def _wait_for_workers(self, master_ui: int, timeout: float) -> None:
         import urllib.request
 
-        deadline = time.monotonic() + timeout
         alive = 0
-        while time.monotonic() < deadline:
+
+        def registered() -> bool:
+            nonlocal alive
             try:
                 with urllib.request.urlopen(f"http://{self.host}:{master_ui}/json/", timeout=2) as r:
                     state = json.load(r)
-                alive = sum(1 for w in state.get("workers", []) if w.get("state") == "ALIVE")
-                if alive >= self.workers:
-                    return
-            except OSError:
-                pass
-            time.sleep(0.3)
+            except OSError:  # the master's UI is not up yet
+                return False
+            alive = sum(1 for w in state.get("workers", []) if w.get("state") == "ALIVE")
+            return alive >= self.workers
+
+        if Deadline(timeout).wait_until(registered, interval=0.3):
+            return
         logs = "\n".join(p.read_text()[-1500:] for p in self.root.glob("worker*.log"))
         raise TimeoutError(f"only {alive}/{self.workers} workers registered in {timeout:.0f}s\n{logs}")
 
@@ -163,17 +169,7 @@ class StandaloneCluster:
     def stop(self) -> None:
         """Stop every process of the cluster (workers first) and remove its folder."""
         for proc in reversed(self._procs):
-            if proc.poll() is None:
-                try:
-                    os.killpg(proc.pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
-        for proc in self._procs:
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+            kill_process_group(proc, grace=15)
         self._procs.clear()
         shutil.rmtree(self.root, ignore_errors=True)
 

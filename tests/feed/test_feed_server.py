@@ -11,8 +11,8 @@ import pyarrow as pa
 import pytest
 
 from tfos_notebook.runtime import channel
-from tfos_notebook.runtime.feed.datafeed import DataFeed, arrays_of, predict
 from tfos_notebook.runtime.errors import ChannelError
+from tfos_notebook.runtime.feed.datafeed import DataFeed, arrays_of, predict
 from tfos_notebook.runtime.feed.protocol import FeedClient, tell
 from tfos_notebook.runtime.feed.server import FeedServer
 from tfos_notebook.runtime.feed.tasks import InferFeed, TrainFeed
@@ -22,7 +22,9 @@ SECRET = channel.new_secret()
 
 @pytest.fixture
 def server():
-    return FeedServer(SECRET, "127.0.0.1", buffer_bytes=64 << 20).start()
+    srv = FeedServer(SECRET, "127.0.0.1", buffer_bytes=64 << 20).start()
+    yield srv
+    srv.close()
 
 
 def batches(start: int, stop: int, size: int = 100, width: int = 1):

@@ -12,10 +12,10 @@ import psutil
 import pytest
 from nbhelpers import wait_until
 
-from tfos_notebook.notebook import registry
 from tfos_notebook.notebook.evaluate import EvaluationError, evaluate_run
 from tfos_notebook.runtime.errors import ConfigError
-from tfos_notebook.runtime.statefiles import write_json_atomic
+from tfos_notebook.state import registry
+from tfos_notebook.state.files import write_json_atomic
 
 
 def _enter(record: registry.RunRecord) -> registry.RunRecord:

@@ -15,12 +15,13 @@ import psutil
 import pytest
 from nbhelpers import LONG_CELL, child_processes, wait_until
 
-from tfos_notebook.notebook import registry
+from tfos_notebook.notebook.tracker import track
 from tfos_notebook.runtime import ConfigError
-from tfos_notebook.runtime.statefiles import write_json_atomic
+from tfos_notebook.state import registry
+from tfos_notebook.state.files import write_json_atomic
 
 LIST_FROM_ANOTHER_PROCESS = (
-    "import json; from tfos_notebook.notebook import registry; "
+    "import json; from tfos_notebook.state import registry; "
     "print(json.dumps([r.to_json() for r in registry.list_runs()]))"
 )
 
@@ -131,7 +132,7 @@ def test_history_keeps_the_newest_ended_runs_and_every_live_one(local_spark):
         put(a_record(f"20261122-01{i:04d}-eeeeee", state="finished", started_at=now - 1000 + i))
     put(a_record("20261122-020000-ffffff", state="running", started_at=now - 5000))
     run = Run(local_spark.sparkContext, lambda args, ctx: None, None, 1)
-    tracker = registry.track(run)
+    tracker = track(run)
     tracker.stop()
     runs = registry.list_runs()
     ended = [r for r in runs if r.state == "finished"]
@@ -144,7 +145,7 @@ def test_a_stop_request_from_another_process_stops_the_run_in_its_kernel(ip, loc
     run = ip.user_ns["stop_me"]
     assert wait_until(lambda: run.state == "running", 60)
     asked = time.monotonic()
-    subprocess.run([sys.executable, "-c", "from tfos_notebook.notebook import registry; "
+    subprocess.run([sys.executable, "-c", "from tfos_notebook.state import registry; "
                     "registry.request_stop('stop_me')"], check=True, timeout=60, env=os.environ.copy())
     assert wait_until(lambda: registry.get_run("stop_me").state == "stopped", 60)
     assert time.monotonic() - asked < 30

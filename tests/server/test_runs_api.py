@@ -12,8 +12,9 @@ import psutil
 import pytest
 from tornado.httpclient import HTTPClientError
 
-from tfos_notebook.notebook import registry
-from tfos_notebook.runtime.statefiles import write_json_atomic
+from tfos_notebook.notebook.tracker import track
+from tfos_notebook.state import registry
+from tfos_notebook.state.files import write_json_atomic
 
 API = ("tfos-notebook", "api")
 NO_TOKEN = {"Authorization": ""}
@@ -148,7 +149,7 @@ async def test_post_stop_stops_a_real_run_in_its_owning_process(jp_fetch, local_
     from tfos_notebook import Run
 
     run = Run(local_spark.sparkContext, stay_busy, None, 2, name="busy", preflight_wait=5)
-    tracker = registry.track(run)
+    tracker = track(run)
     run.start()
     try:
         assert await wait_for(lambda: registry.get_run("busy").state == "running" and

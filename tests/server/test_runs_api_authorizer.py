@@ -9,7 +9,7 @@ from jupyter_server.auth.authorizer import Authorizer
 from test_runs_api import API, put
 from tornado.httpclient import HTTPClientError
 
-from tfos_notebook.notebook import registry
+from tfos_notebook.state import registry
 
 
 class DenyTFOS(Authorizer):

@@ -108,7 +108,7 @@ def run(sc, map_fun, tf_args, num_executors: int, num_ps: int = 0, tensorboard: 
         from ..tensorboard import attach_tensorboard
 
         board = attach_tensorboard(handle)
-    from ..notebook import registry
+    from ..notebook import tracker as registry
 
     tracker = registry.track(handle)  # %tfos_runs, %%tfos_evaluate and JupyterLab find it
     tracker.set_tensorboard(board)

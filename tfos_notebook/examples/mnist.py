@@ -6,7 +6,7 @@ from __future__ import annotations
 import gzip
 import os
 
-from ..runtime.launch import ConfigError
+from ..errors import ConfigError
 
 IDX_FILES = {"x_train": "train-images-idx3-ubyte", "y_train": "train-labels-idx1-ubyte",
              "x_test": "t10k-images-idx3-ubyte", "y_test": "t10k-labels-idx1-ubyte"}

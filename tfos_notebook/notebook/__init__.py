@@ -1,16 +1,26 @@
 """The notebook layer: ``%%tfos_train`` and friends, the live monitor (widget or text), and the
 plain functions behind them.
 
-Importing this package loads neither IPython nor ipywidgets (``capture`` also runs on the nodes);
-``%load_ext tfos_notebook`` imports :mod:`.magics`, which needs IPython.
+The names below are imported on first use (see ``lazy.py``), so importing this package (or one of
+its modules) costs nothing more; none of them loads IPython, which only ``%load_ext tfos_notebook``
+imports (with :mod:`.magics`).
 """
 
-from .api import KernelRuns, TrainOptions, run_local, show_tensorboard, status_text, stop_run, train
-from .capture import CellError, CellFunction, capture_cell
-from .handle import TrainRun
-from .monitor import Monitor
-from .panel import TensorBoardPanel
-from .text import TextMonitor
+from __future__ import annotations
 
-__all__ = ["CellError", "CellFunction", "KernelRuns", "Monitor", "TensorBoardPanel", "TextMonitor", "TrainOptions",
-           "TrainRun", "capture_cell", "run_local", "show_tensorboard", "status_text", "stop_run", "train"]
+from ..lazy import lazy_exports
+
+_EXPORTS = {
+    **{name: (".api", name) for name in (
+        "TrainOptions", "run_local", "show_tensorboard", "status_text", "stop_run", "train")},
+    **{name: (".capture", name) for name in ("CellError", "capture_cell")},
+    "CellFunction": ("..cellfn", "CellFunction"),
+    "KernelRuns": (".runs", "KernelRuns"),
+    "TrainRun": (".handle", "TrainRun"),
+    "Monitor": (".monitor", "Monitor"),
+    "TensorBoardPanel": (".panel", "TensorBoardPanel"),
+    "TextMonitor": (".text", "TextMonitor"),
+}
+
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)

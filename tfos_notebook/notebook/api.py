@@ -1,8 +1,8 @@
 """What the magics do, as plain Python functions (the magics only parse their arguments).
 
 ``train(body, options, user_ns)`` turns a cell into every node's main function and launches it;
-``status_text(runs)``, ``stop_run(runs, which)`` and ``show_tensorboard(runs, which)`` back
-``%tfos_status``, ``%tfos_stop`` and ``%tfos_tensorboard``.
+``status_text(runs)``, ``runs_text(records)``, ``stop_run(runs, which)`` and ``show_tensorboard(runs, which)`` back
+``%tfos_status``, ``%tfos_runs``, ``%tfos_stop`` and ``%tfos_tensorboard``.
 """
 
 from __future__ import annotations
@@ -10,20 +10,24 @@ from __future__ import annotations
 import keyword
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import asdict, dataclass
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
+from ..cellfn import CellFunction
+from ..errors import ConfigError
 from ..runtime.ctx import NodeContext
-from ..runtime.launch import ConfigError, Run
-from .capture import CellFunction, capture_cell
+from ..runtime.launch import Run
+from .capture import capture_cell
 from .frontend import OutputTarget, choose_monitor
 from .handle import TrainRun
+from .runs import KernelRuns
 from .session import notebook_spark
 from .view import format_duration
 
 if TYPE_CHECKING:
+    from ..state.registry import RunRecord
     from ..tensorboard import TensorBoardHandle
     from .panel import TensorBoardPanel
 
@@ -71,46 +75,6 @@ class TrainOptions:
     def cell_args(self) -> SimpleNamespace:
         """``args`` in the cell: these options, by name."""
         return SimpleNamespace(**asdict(self))
-
-
-class KernelRuns:
-    """The runs launched from this kernel, oldest first; ``boards`` holds the TensorBoards this
-    kernel serves for log directories (by resolved path or URI)."""
-
-    def __init__(self) -> None:
-        self._runs: list[TrainRun] = []
-        self.boards: dict[str, TensorBoardHandle] = {}
-
-    def add(self, run: TrainRun) -> None:
-        self._runs.append(run)
-
-    def __iter__(self) -> Iterator[TrainRun]:
-        return iter(list(self._runs))
-
-    def __len__(self) -> int:
-        return len(self._runs)
-
-    def find(self, which: str | None = None) -> TrainRun:
-        """The run named or with run id ``which``; without one, the newest run still going
-        (else the newest).
-
-        Raises:
-            ConfigError: no such run.
-        """
-        if not self._runs:
-            raise ConfigError("no run was launched from this kernel yet")
-        if not which:
-            going = [r for r in self._runs if not r.done]
-            return (going or self._runs)[-1]
-        run = self.get(which)
-        if run is None:
-            known = ", ".join(r.name for r in self._runs)
-            raise ConfigError(f"no run named {which!r} in this kernel; runs: {known}")
-        return run
-
-    def get(self, which: str) -> TrainRun | None:
-        """The newest run named ``which`` or with run id ``which``, if any."""
-        return next((r for r in reversed(self._runs) if which in (r.name, r.run_id)), None)
 
 
 def _check_options(o: TrainOptions, user_ns: Mapping[str, Any]) -> Any:
@@ -221,6 +185,27 @@ def status_text(runs: KernelRuns) -> str:
         took = format_duration(r.elapsed)
         nodes = ", ".join(f"{n} {s}" for n, s in r.run.node_states().items())
         lines.append(f"{r.name:<20} {r.run_id:<24} {r.state:<10} {took:>8}  {nodes}")
+    return "\n".join(lines)
+
+
+def runs_text(records: list[RunRecord], now: float | None = None) -> str:
+    """A table of registry records, one line each: what ``%tfos_runs`` prints.
+
+    Args:
+        records: runs of the registry (``state.registry.list_runs()``), in the order to show.
+        now: the time ages are counted to (default: now).
+    """
+    if not records:
+        return "no runs on this machine yet"
+    now = now or time.time()
+    me = os.getpid()
+    lines = [f"{'NAME':<20} {'RUN ID':<24} {'STATE':<10} {'AGE':>8} {'STEP':>7} {'LOSS':>9}  OWNER  TENSORBOARD"]
+    for r in records:
+        step = "" if r.step is None else str(r.step)
+        loss = "" if r.loss is None else f"{r.loss:.4g}"
+        owner = "here" if r.owner_pid == me else str(r.owner_pid)
+        lines.append(f"{r.name:<20.20} {r.run_id:<24} {r.state:<10} {format_duration(now - r.started_at):>8} "
+                     f"{step:>7} {loss:>9}  {owner:<6} {r.tensorboard_url or '-'}")
     return "\n".join(lines)
 
 

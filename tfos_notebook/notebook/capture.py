@@ -1,15 +1,13 @@
-"""A notebook cell turned into a node's main function.
+"""A notebook cell turned into a node's main function, on the driver.
 
-The body of a ``%%tfos_train`` cell becomes ``tfos_train_cell(args, ctx)``: compiled under a file
-name of its own (``<tfos_train In[7]>``) with line numbers as the cell shows them (the magic's own
-line is line 1), so a syntax error is reported against the cell before anything is launched and a
-traceback from a node points at the cell's line. The names the cell uses from the notebook's
-namespace are captured and shipped with it; a name that cannot travel to the nodes (a
-SparkContext, a DataFrame, a lock) or is too large fails here, naming the variable and the way to
-pass data instead.
+The body of a ``%%tfos_train`` cell becomes a :class:`~tfos_notebook.cellfn.CellFunction`
+(``tfos_train_cell(args, ctx)``, see ``cellfn.py``, which the nodes import to run it). Here a
+syntax error is reported against the cell's line before anything is launched, and the names the
+cell uses from the notebook's namespace are captured to ship with it; a name that cannot travel to
+the nodes (a SparkContext, a DataFrame, a lock) or is too large fails here, naming the variable and
+the way to pass data instead. Tracebacks from the nodes are trimmed to the cell's frames.
 
-This module is imported on the executors (``CellFunction`` runs there), so it imports neither
-IPython nor widgets.
+Imports neither IPython nor widgets.
 """
 
 from __future__ import annotations
@@ -17,17 +15,16 @@ from __future__ import annotations
 import ast
 import builtins
 import io
-import linecache
 import re
 import symtable
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from types import CodeType
 from typing import Any
 
-from ..runtime.errors import NodeError, TFOSError
+from ..cellfn import FUNCTION_NAME, CellFunction, function_module, register_source
+from ..errors import TFOSError
+from ..runtime.errors import NodeError
 
-FUNCTION_NAME = "tfos_train_cell"
-MAGIC_LINES = 1  # the %%tfos_train line above the body
 MAX_CAPTURE_BYTES = 50 << 20
 SPARK_DRIVER_ONLY = ("SparkContext", "SparkSession", "DataFrame", "RDD", "Column", "StreamingContext")
 # IPython puts these in the user namespace; they mean nothing on a node.
@@ -51,34 +48,13 @@ def cell_filename(execution_count: int | None, magic: str = "tfos_train") -> str
     return f"<{magic} In[{execution_count}]>" if execution_count else f"<{magic} cell>"
 
 
-def _padded(body: str) -> str:
-    """The body with blank lines standing in for the magic line, so line numbers match the cell."""
-    return "\n" * MAGIC_LINES + body
-
-
-def _register_source(body: str, filename: str) -> None:
-    """Put a cell's lines in ``linecache`` under ``filename``, so tracebacks can print them."""
-    text = _padded(body)
-    linecache.cache[filename] = (len(text), None, text.splitlines(keepends=True), filename)
-
-
 def _function_module(body: str, filename: str, name: str = FUNCTION_NAME,
                      params: tuple[str, ...] = ("args", "ctx")) -> ast.Module:
-    """``def tfos_train_cell(args, ctx): <body>`` (or ``name(*params)``) as an AST whose lines are
-    the cell's lines."""
+    """``cellfn.function_module``, with a syntax error reported against the cell's line."""
     try:
-        tree = ast.parse(_padded(body), filename, "exec")
+        return function_module(body, filename, name, params)
     except SyntaxError as e:
         raise _syntax_error(e) from None
-    arguments = ast.arguments(posonlyargs=[], args=[ast.arg(p) for p in params], vararg=None,
-                              kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[])
-    func = ast.FunctionDef(name=name, args=arguments, body=tree.body or [ast.Pass()],
-                           decorator_list=[], returns=None)
-    if "type_params" in ast.FunctionDef._fields:  # Python 3.12+
-        func.type_params = []
-    ast.copy_location(func, tree.body[0] if tree.body else ast.Pass(lineno=1, col_offset=0))
-    module = ast.Module(body=[func], type_ignores=[])
-    return ast.fix_missing_locations(module)
 
 
 def _syntax_error(e: SyntaxError) -> CellError:
@@ -92,7 +68,7 @@ def _syntax_error(e: SyntaxError) -> CellError:
                      "Nothing was launched; fix the cell and run it again.", line=e.lineno)
 
 
-def _compile(module: ast.Module, filename: str):
+def _compile(module: ast.Module, filename: str) -> CodeType:
     try:
         return compile(module, filename, "exec")
     except SyntaxError as e:  # 'yield' at top level and friends: caught by the compiler, not the parser
@@ -175,32 +151,6 @@ def check_shippable(name: str, value: Any, limit: int = MAX_CAPTURE_BYTES) -> No
                         "--data VAR.", names=(name,)) from None
 
 
-@dataclass(frozen=True)
-class CellFunction:
-    """The cell as ``main_fun(args, ctx)``: its source, file name and captured names.
-
-    Pickles by reference to this class plus plain data, so it travels in Spark's task closure;
-    on the node it compiles the cell and registers its lines so tracebacks show them.
-    """
-
-    body: str
-    filename: str
-    names: dict[str, Any] = field(default_factory=dict)
-
-    def _code(self):
-        return _compile(_function_module(self.body, self.filename), self.filename)
-
-    def register_source(self) -> None:
-        """Put the cell's lines in ``linecache`` so tracebacks can print them."""
-        _register_source(self.body, self.filename)
-
-    def __call__(self, args: Any, ctx: Any) -> Any:
-        self.register_source()
-        namespace: dict[str, Any] = {"__builtins__": builtins, "__name__": "__tfos_train__", **self.names}
-        exec(self._code(), namespace)
-        return namespace[FUNCTION_NAME](args, ctx)
-
-
 def capture_cell(body: str, user_ns: Mapping[str, Any], execution_count: int | None = None,
                  limit: int = MAX_CAPTURE_BYTES) -> CellFunction:
     """Turn a cell body into a :class:`CellFunction`, capturing the notebook names it uses.
@@ -252,7 +202,7 @@ def local_cell_function(body: str, user_ns: dict[str, Any], name: str, params: t
     """
     filename = cell_filename(execution_count, magic)
     code = _compile(_function_module(body, filename, name, params), filename)
-    _register_source(body, filename)
+    register_source(body, filename)
     exec(code, user_ns)
     return user_ns.pop(name)
 

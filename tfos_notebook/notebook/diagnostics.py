@@ -9,38 +9,30 @@ from ..runtime.diagnose import Finding
 from ..runtime.orphans import Leftover, scan_cluster
 
 if TYPE_CHECKING:
-    from .api import KernelRuns
+    from pyspark import SparkContext
+
+    from ..runtime.launch import Run
 
 
 def format_findings(findings: Iterable[Finding]) -> str:
-    """Findings as readable lines: cause, evidence, fix."""
-    lines = []
-    for f in findings:
-        lines.append(f"[{f.severity}] {f.cause}")
-        lines += [f"    evidence: {e}" for e in f.evidence]
-        lines.append(f"    fix: {f.remedy}")
-    return "\n".join(lines)
+    """Findings as readable lines: severity and cause, evidence, fix."""
+    return "\n".join(f.describe(f"[{f.severity}] ") for f in findings)
 
 
-def diagnose_text(runs: KernelRuns, which: str | None = None) -> str:
-    """What is known about why run ``which`` (default: the newest still going) is stuck or failed:
-    the findings raised so far and a fresh diagnosis of the cluster."""
-    run = runs.find(which)
-    findings = run.run.diagnose()
+def diagnose_text(run: Run) -> str:
+    """What is known about why ``run`` is stuck or failed: the findings raised so far and a fresh
+    diagnosis of the cluster."""
+    findings = run.diagnose()
     head = f"run {run.name} ({run.run_id}) {run.state}"
     if not findings:
         return f"{head}: no findings; the cluster has the slots and settings this run needs"
     return f"{head}:\n{format_findings(findings)}"
 
 
-def cleanup_text(sc, runs: KernelRuns, kill: bool = False, timeout: float = 60.0) -> str:
-    """Leftover processes of earlier runs (and foreign GPU holders) on every executor host;
-    ``kill`` terminates the leftovers. Runs of this kernel that are still going are left alone."""
-    return cleanup_report(sc, {r.run_id for r in runs if not r.done}, kill, timeout)
-
-
-def cleanup_report(sc, exclude_runs: set[str], kill: bool = False, timeout: float = 60.0) -> str:
-    """Scan (and with ``kill``, clean) every executor host; one line per process found."""
+def cleanup_report(sc: SparkContext, exclude_runs: set[str], kill: bool = False, timeout: float = 60.0) -> str:
+    """Leftover processes of earlier runs (and foreign GPU holders) on every executor host of
+    ``sc``, one line each; ``kill`` terminates the leftovers, except those of ``exclude_runs``
+    (run ids), and never foreign processes. ``timeout``: seconds for the scan's Spark job."""
     found = scan_cluster(sc, exclude_runs=exclude_runs, kill=kill, timeout=timeout)
     if not found:
         return "no leftover processes on the executors"

@@ -35,11 +35,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import ConfigError, TFOSError
 from ..runtime.ctx import tf_keras_installed
-from ..runtime.errors import ConfigError, TFOSError
-from ..runtime.statefiles import state_dir
+from ..state import registry
+from ..state.files import state_dir
 from ..tensorboard.mirror import UnsafePathError, check_relpath
-from . import registry
 from .capture import cell_traceback, local_cell_function
 from .checkpoints import Checkpoint, CheckpointScanner
 from .frontend import OutputTarget

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ..runtime.launch import ConfigError
+from ..errors import ConfigError
 
 MONITOR_MODES = ("auto", "widget", "text", "none")
 MONITOR_ENV = "TFOS_MONITOR"

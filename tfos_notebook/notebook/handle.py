@@ -14,11 +14,12 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
-from ..runtime.errors import TFOSError
+from ..cellfn import CellFunction
+from ..errors import TFOSError
 from ..runtime.events import EventStream, LaunchSubmitted, Log, RunFinished
 from ..runtime.launch import Run
-from . import registry
-from .capture import CellFunction, cell_error
+from . import tracker
+from .capture import cell_error
 from .frontend import OutputTarget
 from .monitor import Monitor
 from .pump import EventPump
@@ -60,7 +61,7 @@ class TrainRun:
             self.monitor = TextMonitor(run.name, run.run_id, result=lambda: run.result)
         self._pump = (EventPump(run.events, self.monitor.update, self.target, name=f"tfos-monitor-{run.run_id}")
                       if self.monitor is not None else None)
-        self.registry = registry.track(run, on_stop=self.stop)  # other kernels and JupyterLab see it
+        self.registry = tracker.track(run, on_stop=self.stop)  # other kernels and JupyterLab see it
 
     def kill_leftovers(self) -> str:
         """Kill processes of earlier runs on the executors (this run's are left alone); a report."""

@@ -1,6 +1,6 @@
 """``%%tfos_train``, ``%%tfos_evaluate``, ``%tfos_status``, ``%tfos_runs``, ``%tfos_stop``,
 ``%tfos_tensorboard``, ``%tfos_diagnose`` and ``%tfos_cleanup``: argument parsers over :mod:`.api`,
-:mod:`.evaluate`, :mod:`.registry` and :mod:`.diagnostics`.
+:mod:`.evaluate`, the runs registry (``state/registry.py``) and :mod:`.diagnostics`.
 
 Loaded with ``%load_ext tfos_notebook``. Errors a user can meet are shown as one message, without
 the magic's own traceback.
@@ -14,9 +14,11 @@ from typing import Any
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from ..runtime.errors import TFOSError
-from . import api, diagnostics, evaluate, registry
+from ..errors import ConfigError, TFOSError
+from ..state import registry
+from . import api, diagnostics, evaluate
 from .frontend import OutputTarget
+from .runs import KernelRuns
 
 
 def _concise(error: TFOSError) -> TFOSError:
@@ -31,7 +33,7 @@ class TFOSMagics(Magics):
 
     def __init__(self, shell: Any) -> None:
         super().__init__(shell)
-        self.runs = api.KernelRuns()
+        self.runs = KernelRuns()
 
     @magic_arguments()
     @argument("--workers", type=int, default=2, help="nodes that train, the chief included (default 2)")
@@ -94,7 +96,7 @@ class TFOSMagics(Magics):
                 print(f"[tfos] asked kernel {record.owner_pid} to stop run {record.name}")
                 return
             records = [r for r in registry.list_runs() if not (a.active and r.ended)]
-            print(registry.format_runs(records))
+            print(api.runs_text(records))
         except TFOSError as e:
             raise _concise(e) from None
 
@@ -173,7 +175,7 @@ class TFOSMagics(Magics):
         """Why a run is stuck or failed: its findings so far and a fresh diagnosis of the cluster."""
         which = parse_argstring(self.tfos_diagnose, line).run
         try:
-            print(diagnostics.diagnose_text(self.runs, which))
+            print(diagnostics.diagnose_text(self.runs.find(which).run))
         except TFOSError as e:
             raise _concise(e) from None
 
@@ -188,9 +190,9 @@ class TFOSMagics(Magics):
         kill = parse_argstring(self.tfos_cleanup, line).kill
         sc = SparkContext._active_spark_context
         if sc is None:
-            raise _concise(api.ConfigError("no active SparkContext: create the SparkSession of the cluster "
+            raise _concise(ConfigError("no active SparkContext: create the SparkSession of the cluster "
                                            "to clean first"))
-        print(diagnostics.cleanup_text(sc, self.runs, kill=kill))
+        print(diagnostics.cleanup_report(sc, self.runs.going(), kill=kill))
 
 
 def load_ipython_extension(ipython: Any) -> None:

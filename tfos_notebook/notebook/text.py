@@ -65,8 +65,7 @@ class TextMonitor:
                 if due and (step is None or e.task <= step.task):
                     step = e
             elif isinstance(e, FindingRaised):
-                f = e.finding
-                self._say(f"{getattr(f, 'cause', f)}; fix: {getattr(f, 'remedy', '')}")
+                self._say(e.finding.describe(evidence=False, sep="; "))
             elif isinstance(e, RunFinished):
                 self._flush(states, step)
                 states, step = {}, None

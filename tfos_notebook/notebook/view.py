@@ -131,8 +131,8 @@ class RunView:
 
 
 def format_duration(seconds: float) -> str:
-    """``75.2`` -> ``1:15``; ``3700`` -> ``1:01:40``."""
-    s = int(seconds)
+    """``75.2`` -> ``1:15``; ``3700`` -> ``1:01:40`` (a negative duration, from clock skew, is ``0:00``)."""
+    s = max(0, int(seconds))
     h, rest = divmod(s, 3600)
     m, s = divmod(rest, 60)
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"

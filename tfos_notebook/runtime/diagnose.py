@@ -26,6 +26,12 @@ class Finding:
     remedy: str
     severity: str = BLOCKER
 
+    def describe(self, head: str = "", evidence: bool = True, sep: str = "\n    ") -> str:
+        """The finding as text: ``head`` and the cause, then (with ``evidence``) each evidence line
+        and the fix, each after ``sep`` (by default indented lines below the cause)."""
+        parts = [f"{head}{self.cause}", *(f"evidence: {e}" for e in self.evidence if evidence), f"fix: {self.remedy}"]
+        return sep.join(parts)
+
 
 @dataclass(frozen=True)
 class ExecutorInfo:

@@ -1,29 +1,26 @@
-"""Errors a user can meet, each saying what happened and what to do."""
+"""Errors a user can meet, each saying what happened and what to do. ``TFOSError`` and
+``ConfigError`` come from the package's ``errors.py``, which layers below the runtime raise too."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
+from ..errors import ConfigError, TFOSError
 
-class TFOSError(Exception):
-    """Base class of every error tfos_notebook raises on purpose."""
+if TYPE_CHECKING:
+    from .diagnose import Finding
 
-
-class ConfigError(TFOSError, ValueError):
-    """Something impossible was asked for (bad counts, an unknown role or run, a bad option)."""
+__all__ = ["ChannelError", "ConfigError", "FeedError", "FeedTimeout", "LaunchError", "NodeError", "PreflightError",
+           "ReservationTimeout", "RunStopped", "SparkJobError", "TFOSError"]
 
 
 class LaunchError(TFOSError):
     """A launch cannot proceed; ``findings`` say why (cause, evidence, remedy)."""
 
-    def __init__(self, headline: str, findings: Sequence = ()) -> None:
+    def __init__(self, headline: str, findings: Sequence[Finding] = ()) -> None:
         self.findings = list(findings)
-        lines = [headline]
-        for f in self.findings:
-            lines.append(f"- {f.cause}")
-            lines += [f"    evidence: {e}" for e in f.evidence]
-            lines.append(f"    fix: {f.remedy}")
-        super().__init__("\n".join(lines))
+        super().__init__("\n".join([headline, *(f.describe("- ") for f in self.findings)]))
 
 
 class PreflightError(LaunchError):
@@ -38,14 +35,14 @@ class NodeError(TFOSError):
     """The user's function failed on a node; carries that node's role, host and traceback."""
 
     def __init__(self, role: str, index: int, host: str, traceback_text: str, exit_code: int | None = None,
-                 findings: Sequence = ()):
+                 findings: Sequence[Finding] = ()):
         self.role, self.index, self.host = role, index, host
         self.traceback_text = traceback_text
         self.exit_code = exit_code
         self.findings = list(findings)
         where = f"{role}:{index} on {host}"
         detail = traceback_text.rstrip() or f"the process exited with code {exit_code} and printed no traceback"
-        hints = "".join(f"\nlikely cause: {f.cause}\nfix: {f.remedy}" for f in self.findings)
+        hints = "".join("\n" + f.describe("likely cause: ", evidence=False, sep="\n") for f in self.findings)
         super().__init__(f"the function failed on {where}:\n{detail}{hints}")
 
 

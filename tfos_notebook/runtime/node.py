@@ -31,6 +31,7 @@ from .ctx import FOREGROUND_ROLES, NodeContext, is_shared_logdir, node_dir_name,
 from .errors import ChannelError
 from .logship import LogShipper
 from .orphans import kill_attempts_before, pid_dir
+from .procs import kill_process_group
 
 log = logging.getLogger(__name__)
 
@@ -74,23 +75,6 @@ def spark_executor_id() -> str:
     if os.path.basename(os.path.dirname(cwd)).startswith("app-"):
         return os.path.basename(cwd)
     return "driver"
-
-
-def _kill_group(proc: subprocess.Popen, grace: float) -> None:
-    if proc.poll() is not None:
-        return
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        pass
-    except ProcessLookupError:
-        return
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait()
 
 
 class _Forwarder:
@@ -276,7 +260,7 @@ def run_node(plan: NodePlan, task: int, gpus: list[str]) -> dict:
         started.set()
         return _supervise(plan, task, proc, status_r, result_path, conn, log_dir if ship_logs else None, reporter)
     finally:
-        _kill_group(proc, 0.5)
+        kill_process_group(proc, 0.5)
         try:
             os.remove(pid_file)
         except OSError:
@@ -309,14 +293,14 @@ def _supervise(plan: NodePlan, task: int, proc: subprocess.Popen, status_r: int,
                     continue
                 if isinstance(msg, m.Stop):
                     stopped.set()
-                    _kill_group(proc, plan.stop_grace_secs)
+                    kill_process_group(proc, plan.stop_grace_secs)
                     return
                 if isinstance(msg, (m.FilesResend, m.FilesRewind)) and shipper is not None:
                     shipper.on_message(msg)
         except (OSError, ConnectionError, ChannelError):
             if proc.poll() is None:  # lost the driver: do not train on alone
                 stopped.set()
-                _kill_group(proc, plan.stop_grace_secs)
+                kill_process_group(proc, plan.stop_grace_secs)
 
     threading.Thread(target=listen, daemon=True, name="tfos-listen").start()
     exit_code = proc.wait()

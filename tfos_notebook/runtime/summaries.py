@@ -9,6 +9,7 @@ driver's TensorBoard stays live.
 from __future__ import annotations
 
 import atexit
+import logging
 import threading
 import time
 import weakref
@@ -16,16 +17,28 @@ from typing import Any
 
 import tensorflow as tf
 
+log = logging.getLogger(__name__)
+
 
 class Flusher:
-    """Flushes registered summary writers every ``interval`` seconds, and at process exit."""
+    """Flushes registered summary writers every ``interval`` seconds until ``close()``, which
+    runs at process exit."""
 
     def __init__(self, interval: float = 1.0) -> None:
         self.interval = interval
         self._writers: weakref.WeakSet = weakref.WeakSet()
         self._lock = threading.Lock()
-        threading.Thread(target=self._loop, daemon=True, name="tfos-summary-flush").start()
-        atexit.register(self.flush)
+        self._closed = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="tfos-summary-flush")
+        self._thread.start()
+        atexit.register(self.close)
+
+    def close(self) -> None:
+        """Stop the periodic flushes (after one last flush of every writer)."""
+        self._closed.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join()
+        self.flush()
 
     def add(self, writer) -> None:
         with self._lock:
@@ -37,12 +50,11 @@ class Flusher:
         for writer in writers:
             try:
                 writer.flush()
-            except Exception:  # a closed writer: nothing left to flush
-                pass
+            except Exception as e:  # a closed writer: nothing left to flush
+                log.debug("summary writer not flushed: %s", e)
 
     def _loop(self) -> None:
-        while True:
-            time.sleep(self.interval)
+        while not self._closed.wait(self.interval):
             self.flush()
 
 

@@ -20,8 +20,8 @@ from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler
 from tornado import web
 
-from ..notebook import registry
-from ..runtime import ConfigError
+from ..errors import ConfigError
+from ..state import registry
 from .payload import run_payload
 
 API_PREFIX = "tfos-notebook/api"

@@ -3,7 +3,7 @@ can open."""
 
 from __future__ import annotations
 
-from ..notebook.registry import RunRecord
+from ..state.registry import RunRecord
 from ..tensorboard.urls import LOCAL_URL_PREFIX, has_jupyter_proxy, jupyter_proxy_url
 
 

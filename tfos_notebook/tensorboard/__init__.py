@@ -7,14 +7,23 @@ proxy, or local).
     run = Run(sc, main_fun, args, 2).start()
     tb = attach_tensorboard(run)
     print(tb.url)
+
+The names below are imported on first use (see ``lazy.py``): the Jupyter server extension imports
+``urls`` without the mirror, the processes and their sources.
 """
 
-from .attach import KEEP_AFTER_RUN_SECS, TensorBoardHandle, attach_tensorboard, serve_logdir
-from .mirror import Mirror, UnsafePathError
-from .process import StartLaunched, StartReused, TensorBoardError, TensorBoardInfo
-from .sources import LogdirError, open_source
-from .urls import ProxyPortError, tensorboard_url
+from __future__ import annotations
 
-__all__ = ["KEEP_AFTER_RUN_SECS", "LogdirError", "Mirror", "ProxyPortError", "StartLaunched", "StartReused",
-           "TensorBoardError", "TensorBoardHandle", "TensorBoardInfo", "UnsafePathError", "attach_tensorboard",
-           "open_source", "serve_logdir", "tensorboard_url"]
+from ..lazy import lazy_exports
+
+_EXPORTS = {
+    **{name: (".attach", name) for name in (
+        "KEEP_AFTER_RUN_SECS", "TensorBoardHandle", "attach_tensorboard", "serve_logdir")},
+    **{name: (".mirror", name) for name in ("Mirror", "UnsafePathError")},
+    **{name: (".process", name) for name in ("StartLaunched", "StartReused", "TensorBoardError", "TensorBoardInfo")},
+    **{name: (".sources", name) for name in ("LogdirError", "open_source")},
+    **{name: (".urls", name) for name in ("ProxyPortError", "tensorboard_url")},
+}
+
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)

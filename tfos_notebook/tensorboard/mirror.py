@@ -18,7 +18,7 @@ import os
 import threading
 from collections.abc import Iterable
 
-from ..runtime.errors import TFOSError
+from ..errors import TFOSError
 from ..runtime.filetail import Chunk
 
 log = logging.getLogger(__name__)

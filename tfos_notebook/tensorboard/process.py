@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import atexit
 import json
+import logging
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -24,9 +24,12 @@ from dataclasses import asdict, dataclass
 import psutil
 
 from ..devcluster import free_port
-from ..runtime.errors import TFOSError
-from ..runtime.statefiles import same_process, state_dir, write_json_atomic
+from ..errors import TFOSError
+from ..runtime.procs import kill_group
+from ..state.files import same_process, state_dir, write_json_atomic
 from .urls import local_url
+
+log = logging.getLogger(__name__)
 
 HOST = "127.0.0.1"
 
@@ -84,7 +87,8 @@ def running() -> list[TensorBoardInfo]:
         try:
             with open(path) as f:
                 info = TensorBoardInfo(**json.load(f))
-        except (OSError, ValueError, TypeError):
+        except (OSError, ValueError, TypeError) as e:  # removed meanwhile, or being replaced
+            log.debug("skipping TensorBoard registry entry %s: %s", name, e)
             continue
         if info.alive():
             found.append(info)
@@ -148,16 +152,14 @@ def stop(info: TensorBoardInfo, timeout: float = 10.0) -> bool:
         procs = [psutil.Process(info.pid), *psutil.Process(info.pid).children(recursive=True)]
     except psutil.Error:
         return False
-    _signal_group(info.pid, signal.SIGTERM)
-    _gone, alive = psutil.wait_procs(procs, timeout=timeout)
-    if alive:
-        _signal_group(info.pid, signal.SIGKILL)
-        for p in alive:
-            try:
-                p.kill()
-            except psutil.Error:
-                pass
-        psutil.wait_procs(alive, timeout=timeout)
+
+    def exited(seconds: float) -> bool:
+        nonlocal procs
+        _gone, procs = psutil.wait_procs(procs, timeout=seconds)
+        return not procs
+
+    if not kill_group(info.pid, timeout, exited):
+        log.warning("TensorBoard pid %s: %d of its processes outlived SIGKILL", info.pid, len(procs))
     return True
 
 
@@ -247,12 +249,7 @@ def _write_entry(info: TensorBoardInfo) -> None:
 def _remove_entry(pid: int) -> None:
     try:
         os.remove(os.path.join(registry_dir(), f"{pid}.json"))
-    except OSError:
-        pass
-
-
-def _signal_group(pid: int, sig: int) -> None:
-    try:
-        os.killpg(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
+    except FileNotFoundError:
+        pass  # another process cleared it first
+    except OSError as e:
+        log.warning("could not remove TensorBoard pid %s from the registry: %s", pid, e)

@@ -11,12 +11,15 @@ In order of preference:
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 from collections.abc import Mapping
 
 import psutil
 
-from ..runtime.errors import TFOSError
+from ..errors import TFOSError
+
+log = logging.getLogger(__name__)
 
 DATABRICKS_PORTS = range(6006, 6107)
 ORG_ID_KEY = "spark.databricks.clusterUsageTags.clusterOwnerOrgId"
@@ -62,8 +65,8 @@ def jupyter_server(env: Mapping[str, str] | None = None, pid: int | None = None)
         wanted.add(int(env["JPY_PARENT_PID"]))
     try:
         wanted.update(p.pid for p in psutil.Process(pid or os.getpid()).parents())
-    except psutil.Error:
-        pass
+    except psutil.Error as e:  # this process's parents are unknown: JPY_PARENT_PID alone
+        log.debug("no parent processes to match a Jupyter server to: %s", e)
     runtime_dir = env.get("JUPYTER_RUNTIME_DIR")
     return next((info for info in list_running_servers(runtime_dir) if info.get("pid") in wanted), None)
 

@@ -13,9 +13,9 @@ attempts never feed the same partition at once.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
-import time
 from collections import deque
 from dataclasses import dataclass
 from typing import IO, Any
@@ -28,6 +28,8 @@ from ..messages import FeedReport, FeedServing, to_json
 from .codec import batch_bytes, read_stream
 from .protocol import MAX_FRAME
 from .queue import Chunk, EpochEnd, FeedEnd, FeedQueue, PartitionEnd, Piece
+
+log = logging.getLogger(__name__)
 
 REPORT_SECONDS = 1.0
 
@@ -51,7 +53,8 @@ class _Source:
             return
         try:
             self.conn.send_with_bin({"t": "results", "n": batch.num_rows}, "data", batch_bytes(batch))
-        except OSError:
+        except OSError as e:  # the inference task is gone; its partition is fed again elsewhere
+            log.debug("results could not go back to their task: %s", e)
             self.closed = True
 
 
@@ -89,8 +92,19 @@ class FeedServer:
         self._server = channel.ControlServer(self.host, self.secret, self._on_message, self._on_close,
                                              max_frame=MAX_FRAME)
         self._emit(FeedServing(self._server.host, self._server.port))
-        threading.Thread(target=self._report_loop, daemon=True, name="tfos-feed-report").start()
+        self._closed = threading.Event()
+        self._reporter = threading.Thread(target=self._report_loop, daemon=True, name="tfos-feed-report")
+        self._reporter.start()
         return self
+
+    def close(self) -> None:
+        """Stop serving: close every connection and stop the progress reports (a started server
+        that is never closed ends with its process)."""
+        if self._server is None:
+            return
+        self._closed.set()
+        self._server.close()
+        self._reporter.join()
 
     @property
     def address(self) -> tuple[str, int]:
@@ -108,15 +122,15 @@ class FeedServer:
 
     def _report_loop(self) -> None:
         last: tuple = ()
-        while True:
-            time.sleep(REPORT_SECONDS)
+        while not self._closed.wait(REPORT_SECONDS):
             msg = self._progress()
             key = (msg.received, msg.consumed, msg.terminated)
             if key != last or msg.buffered:
                 last = key
                 try:
                     self._emit(msg)
-                except OSError:
+                except OSError as e:  # the status pipe closed: the node is gone
+                    log.debug("feed progress reports stop: %s", e)
                     return
 
     # -- connections -------------------------------------------------------------------------------
@@ -263,6 +277,6 @@ class FeedServer:
         for conn in conns:
             try:
                 conn.send({"t": "terminated"})
-            except OSError:
-                pass
+            except OSError as e:  # that task is gone already
+                log.debug("could not tell a feeding task to stop: %s", e)
         self._emit(self._progress())

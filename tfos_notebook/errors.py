@@ -1,0 +1,13 @@
+"""The root of the errors a user can meet: ``TFOSError`` and ``ConfigError``, which every layer
+raises. Imports nothing, so that the state files and the Jupyter server extension can raise and
+catch them without loading the runtime (``runtime/errors.py`` holds the runtime's own errors)."""
+
+from __future__ import annotations
+
+
+class TFOSError(Exception):
+    """Base class of every error tfos_notebook raises on purpose."""
+
+
+class ConfigError(TFOSError, ValueError):
+    """Something impossible was asked for (bad counts, an unknown role or run, a bad option)."""

@@ -1,0 +1,122 @@
+"""Keeps a run's record in the runs registry (``state/registry.py``) current from the run's
+events, and carries out the stop requests other processes leave for it."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import psutil
+
+from ..runtime.events import TERMINAL_STATES, Event, RunFinished, Step
+from ..state import registry
+from ..state.registry import RunRecord
+
+if TYPE_CHECKING:
+    from ..runtime.launch import Run
+    from ..tensorboard import TensorBoardHandle
+
+log = logging.getLogger(__name__)
+
+STOP_POLL_SECS = 0.5
+STEP_WRITE_SECS = 1.0  # step/loss changes are written at most this often
+
+
+class RunTracker:
+    """Keeps a run's record current from its events and carries out stop requests for it.
+
+    Made by :func:`track`; ``stop()`` ends the tracking (it also ends with the run).
+    """
+
+    def __init__(self, run: Run, on_stop: Callable[[], None] | None = None) -> None:
+        self.run = run
+        self._on_stop = on_stop or run.stop
+        self._lock = threading.Lock()
+        self._last_step_write = 0.0
+        self._done = threading.Event()
+        self.record = RunRecord(
+            run_id=run.run_id, name=run.name, state=run.state if run.state != "new" else "reserving",
+            owner_pid=os.getpid(), owner_create_time=psutil.Process().create_time(), kernel_id=_kernel_id(),
+            host=socket.gethostname(), num_nodes=len(run.roles), roles=tuple(f"{r}:{i}" for r, i in run.roles),
+            input_mode=run.input_mode, model_dir=run.model_dir, log_dir=run.log_dir)
+        registry.write_record(self.record)
+        registry.prune()
+        self._unsubscribe = run.events.subscribe(self._on_event)
+        self._watcher = threading.Thread(target=self._watch_stop_requests, daemon=True,
+                                         name=f"tfos-registry-{run.run_id}")
+        self._watcher.start()
+
+    def set_tensorboard(self, board: TensorBoardHandle | None) -> None:
+        """Record the run's TensorBoard (None: it stopped)."""
+        if board is None:
+            self._update(tensorboard_port=None, tensorboard_url=None)
+        else:
+            root = board.mirror.root
+            self._update(mirror_dir=root, eval_dir=os.path.join(root, "eval"), tensorboard_port=board.port,
+                         tensorboard_url=board.url)
+
+    def stop(self) -> None:
+        """Stop tracking (the record stays); returns once the stop-request watcher has ended."""
+        self._done.set()
+        self._unsubscribe()
+        if threading.current_thread() is not self._watcher:  # a stop request can end the run, and so this
+            self._watcher.join()
+
+    def _on_event(self, event: Event) -> None:
+        if isinstance(event, RunFinished):
+            self._update(state=event.state, ended_at=event.t, error=(event.error.splitlines() or [None])[0])
+            self.stop()
+        elif isinstance(event, Step):
+            changes: dict[str, Any] = {"step": event.step}
+            if "loss" in event.metrics:
+                changes["loss"] = float(event.metrics["loss"])
+            self._update(throttle=True, **changes)
+        elif self.run.state not in ("new", *TERMINAL_STATES):  # reserving or running, on any event
+            self._update(state=self.run.state)
+
+    def _update(self, throttle: bool = False, **changes: Any) -> None:
+        with self._lock:
+            record = replace(self.record, **changes)
+            if record == self.record:
+                return
+            self.record = record
+            now = time.monotonic()
+            if throttle and now - self._last_step_write < STEP_WRITE_SECS:
+                return  # written with the next change (the run's end always writes)
+            self._last_step_write = now
+            registry.write_record(self.record)
+
+    def _watch_stop_requests(self) -> None:
+        while not self._done.wait(STOP_POLL_SECS):
+            if registry.take_stop_request(self.run.run_id):
+                try:
+                    self._on_stop()
+                except Exception as e:  # the record says why; the kernel goes on
+                    log.warning("run %s: a stop request failed: %s", self.run.run_id, e)
+                    self._update(error=f"stop request failed: {e}")
+        registry.take_stop_request(self.run.run_id)
+
+
+def track(run: Run, on_stop: Callable[[], None] | None = None) -> RunTracker:
+    """Enter ``run`` in the registry and keep its record current until it ends.
+
+    Args:
+        run: a ``tfos_notebook.Run`` (started or not).
+        on_stop: what a stop request from another process calls (default ``run.stop``).
+    """
+    return RunTracker(run, on_stop)
+
+
+def _kernel_id() -> str | None:
+    """This process's Jupyter kernel id, from its connection file (``kernel-<id>.json``)."""
+    kernelapp = sys.modules.get("ipykernel.kernelapp")
+    app = kernelapp.IPKernelApp.instance() if kernelapp and kernelapp.IPKernelApp.initialized() else None
+    name = os.path.basename(getattr(app, "connection_file", "") or "")
+    return name[len("kernel-"):-len(".json")] if name.startswith("kernel-") and name.endswith(".json") else None

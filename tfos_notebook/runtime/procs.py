@@ -1,0 +1,55 @@
+"""Stopping a process group: SIGTERM, a grace period, then SIGKILL.
+
+A node's child, a TensorBoard and the development cluster's daemons each run in a process group of
+their own (``start_new_session=True``), so that stopping the group takes everything they started
+with them.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from collections.abc import Callable
+
+
+def kill_group(pgid: int, grace: float, exited: Callable[[float], bool]) -> bool:
+    """Stop process group ``pgid``: SIGTERM, and SIGKILL if it has not exited ``grace`` seconds later.
+
+    Args:
+        pgid: the group's id (the pid of the process that started it with ``start_new_session``).
+        grace: seconds to wait after each signal.
+        exited: ``exited(seconds)`` waits at most ``seconds`` for the group's processes to end and
+            says whether they did.
+
+    Returns:
+        Whether they ended (False: they outlived SIGKILL by ``grace``, e.g. stuck in the kernel).
+        A group that is already gone, or not ours to signal, is only waited for.
+    """
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pgid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+        if exited(grace):
+            return True
+    return False
+
+
+def kill_process_group(proc: subprocess.Popen, grace: float) -> int | None:
+    """Stop the process group that ``proc`` started (see :func:`kill_group`) and reap ``proc``.
+
+    Returns:
+        ``proc``'s exit code (negative: the signal that ended it), or None if it outlived SIGKILL.
+    """
+    if proc.poll() is None:
+        kill_group(proc.pid, grace, lambda seconds: _waited(proc, seconds))
+    return proc.poll()
+
+
+def _waited(proc: subprocess.Popen, seconds: float) -> bool:
+    try:
+        proc.wait(timeout=seconds)
+        return True
+    except subprocess.TimeoutExpired:
+        return False
