@@ -35,7 +35,16 @@ export const TENSORBOARD_TRACKER = 'tfos-tensorboard';
 export const RUNS_SIDEBAR_ID = 'tfos-runs-sidebar';
 
 /** A run's states, as the registry names them. */
-export type RunState = 'reserving' | 'running' | 'finished' | 'failed' | 'stopped' | 'lost';
+export type RunState =
+  | 'reserving'
+  | 'running'
+  | 'relaunching'
+  | 'stopping'
+  | 'failing'
+  | 'finished'
+  | 'failed'
+  | 'stopped'
+  | 'lost';
 
 /** One run of the registry, as `GET tfos-notebook/api/runs` sends it. */
 export interface IRun {

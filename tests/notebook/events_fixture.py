@@ -9,6 +9,7 @@ from tfos_notebook.runtime.events import (
     Log,
     Registered,
     RunFinished,
+    RunStateChanged,
     Step,
     TaskState,
 )
@@ -18,9 +19,10 @@ RUN = "20250101-000000-abcdef"
 
 def two_node_run(t0: float = 1000.0, steps: int = 40, step_secs: float = 0.25, end: str = "finished",
                  error: str = "") -> list:
-    """Launch, reservations, GPUs, running, ``steps`` steps on each node (with a log line each),
+    """Reserving and the launch, reservations, GPUs, running, ``steps`` steps on each node (with a log line each),
     then the end."""
     events = [
+        RunStateChanged(RUN, state="reserving", t=t0),
         LaunchSubmitted(RUN, num_tasks=2, roles=("chief:0", "worker:0"), t=t0),
         Registered(RUN, task=1, role="worker", index=0, host="10.0.0.2", executor_id="1", port=4001, pid=11,
                    gpus=("1",), t=t0 + 1),
@@ -28,6 +30,7 @@ def two_node_run(t0: float = 1000.0, steps: int = 40, step_secs: float = 0.25, e
         Registered(RUN, task=0, role="chief", index=0, host="10.0.0.1", executor_id="0", port=4000, pid=10,
                    gpus=("0",), t=t0 + 2),
         GpuAssigned(RUN, task=0, role="chief", index=0, host="10.0.0.1", addresses=("0",), t=t0 + 2),
+        RunStateChanged(RUN, state="running", t=t0 + 2),
         ClusterReady(RUN, cluster_spec={"chief": ["10.0.0.1:4000"], "worker": ["10.0.0.2:4001"]}, t=t0 + 2),
         TaskState(RUN, task=0, role="chief", index=0, state="running", t=t0 + 2.1),
         TaskState(RUN, task=1, role="worker", index=0, state="running", t=t0 + 2.1),

@@ -15,7 +15,15 @@ from tfos_notebook.notebook.pump import EventPump
 from tfos_notebook.notebook.text import TextMonitor
 from tfos_notebook.notebook.view import RunView, format_duration
 from tfos_notebook.runtime.diagnose import Finding
-from tfos_notebook.runtime.events import EventStream, FindingRaised, LaunchSubmitted, Log, RunFinished, Step
+from tfos_notebook.runtime.events import (
+    EventStream,
+    FindingRaised,
+    LaunchSubmitted,
+    Log,
+    RunFinished,
+    RunStateChanged,
+    Step,
+)
 
 
 def test_view_folds_a_run_into_rows_reservations_and_state():
@@ -45,10 +53,10 @@ def test_durations_read_as_clock_time():
 def test_widget_shows_progress_task_rows_and_final_state():
     monitor = Monitor("digits", RUN, on_stop=lambda: None)
     events = two_node_run(steps=4)
-    monitor.update(events[:3])  # launch + the worker's registration
+    monitor.update(events[:4])  # launch + the worker's registration
     assert (monitor.progress.value, monitor.progress.max, monitor.progress_label.value) == (1, 2, "1/2")
     assert "reserving" in monitor.header.value
-    monitor.update(events[3:])
+    monitor.update(events[4:])
     assert (monitor.progress.value, monitor.progress.max, monitor.progress.bar_style) == (2, 2, "success")
     assert "finished" in monitor.header.value and "digits" in monitor.header.value
     rows = table_rows(monitor.tasks.get_state()["value"])
@@ -88,7 +96,7 @@ def test_stop_button_calls_back_once_off_the_clicking_thread_and_shows_stopping(
         done.set()
 
     monitor = Monitor("r", RUN, on_stop=on_stop)
-    monitor.update(two_node_run(steps=1)[:8])
+    monitor.update(two_node_run(steps=1)[:10])
     monitor.stop_button.click()
     monitor.stop_button.click()
     assert done.wait(5)
@@ -126,7 +134,7 @@ def test_tensorboard_panel_says_when_tensorboard_stopped_or_failed():
 
 def test_widget_offers_a_readable_text_fallback_in_its_display_bundle():
     monitor = Monitor("digits", RUN, on_stop=lambda: None)
-    monitor.update(two_node_run(steps=1)[:3])
+    monitor.update(two_node_run(steps=1)[:4])
     bundle = monitor._repr_mimebundle_()
     assert bundle["application/vnd.jupyter.widget-view+json"]["model_id"] == monitor.widget.model_id
     assert bundle["text/plain"].startswith("run digits: reserving, 1/2 reserved")
@@ -164,7 +172,7 @@ def test_text_monitor_summarises_a_failure_with_its_last_line():
 def test_pump_batches_events_and_stops_after_the_end():
     stream = EventStream()
     batches: list[list] = []
-    for e in two_node_run(steps=2)[:5]:
+    for e in two_node_run(steps=2)[:6]:
         stream.publish(e)
     pump = EventPump(stream, batches.append, OutputTarget(), interval=0.2, tick=0.1)
     for i in range(100):
@@ -172,7 +180,7 @@ def test_pump_batches_events_and_stops_after_the_end():
     stream.publish(RunFinished(RUN, state="finished"))
     assert pump.join(5)
     delivered = [e for b in batches for e in b]
-    assert len(delivered) == 5 + 100 + 1
+    assert len(delivered) == 6 + 100 + 1
     assert len([b for b in batches if b]) <= 5  # a few renders, not one per event
 
 
@@ -182,6 +190,9 @@ def test_a_relaunch_shows_its_attempt_and_starts_the_rows_afresh():
     view = RunView("digits", RUN)
     for e in two_node_run(steps=3)[:-1]:  # all but the end
         view.apply(e)
+    view.apply(RunStateChanged(RUN, state="relaunching"))
+    assert view.state == "relaunching"
+    view.apply(RunStateChanged(RUN, state="reserving", attempt=1))
     view.apply(LaunchSubmitted(RUN, num_tasks=2, roles=("chief:0", "worker:0"), attempt=1))
     assert view.attempt == 1 and view.registered == 0 and view.state == "reserving"
     assert {r.state for r in view.rows.values()} == {"scheduled"}

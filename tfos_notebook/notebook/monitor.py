@@ -19,7 +19,8 @@ from .view import RunView, TaskRow, format_duration
 
 STATE_COLOURS = {
     "starting": "#6b7280", "reserving": "#b45309", "scheduled": "#6b7280", "registered": "#2563eb",
-    "running": "#2563eb", "stopping": "#b45309", "finished": "#15803d", "failed": "#b91c1c", "stopped": "#6b7280",
+    "running": "#2563eb", "relaunching": "#b45309", "stopping": "#b45309", "failing": "#b91c1c",
+    "finished": "#15803d", "failed": "#b91c1c", "stopped": "#6b7280",
 }
 TASK_COLUMNS = ("task", "host", "executor", "port", "GPUs", "state", "step", "loss")
 LOG_STYLE = "border:1px solid #d1d5db;border-radius:3px;padding:2px 6px;background:#f9fafb"

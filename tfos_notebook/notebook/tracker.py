@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import psutil
 
-from ..runtime.events import TERMINAL_STATES, Event, RunFinished, Step
+from ..runtime.events import Event, RunFinished, RunStateChanged, Step
 from ..state import registry
 from ..state.registry import RunRecord
 
@@ -42,7 +42,7 @@ class RunTracker:
         self._last_step_write = 0.0
         self._done = threading.Event()
         self.record = RunRecord(
-            run_id=run.run_id, name=run.name, state=run.state if run.state != "new" else "reserving",
+            run_id=run.run_id, name=run.name, state=str(run.state) if run.state != "new" else "reserving",
             owner_pid=os.getpid(), owner_create_time=psutil.Process().create_time(), kernel_id=_kernel_id(),
             host=socket.gethostname(), num_nodes=len(run.roles), roles=tuple(f"{r}:{i}" for r, i in run.roles),
             input_mode=run.input_mode, model_dir=run.model_dir, log_dir=run.log_dir)
@@ -78,8 +78,8 @@ class RunTracker:
             if "loss" in event.metrics:
                 changes["loss"] = float(event.metrics["loss"])
             self._update(throttle=True, **changes)
-        elif self.run.state not in ("new", *TERMINAL_STATES):  # reserving or running, on any event
-            self._update(state=self.run.state)
+        elif isinstance(event, RunStateChanged):
+            self._update(state=event.state)
 
     def _update(self, throttle: bool = False, **changes: Any) -> None:
         with self._lock:

@@ -11,7 +11,6 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from ..runtime.events import (
-    ClusterReady,
     Event,
     FindingRaised,
     GpuAssigned,
@@ -19,6 +18,7 @@ from ..runtime.events import (
     Log,
     Registered,
     RunFinished,
+    RunStateChanged,
     Step,
     TaskState,
 )
@@ -101,8 +101,12 @@ class RunView:
         """Fold one event into the view."""
         if self.started_at is None:
             self.started_at = e.t
-        if isinstance(e, LaunchSubmitted):
-            self.state, self.requested, self.attempt = "reserving", e.num_tasks, e.attempt
+        if isinstance(e, RunStateChanged):
+            self.state = e.state
+            if isinstance(e, RunFinished):
+                self.error, self.finished_at = e.error, e.t
+        elif isinstance(e, LaunchSubmitted):
+            self.requested, self.attempt = e.num_tasks, e.attempt
             for task, name in enumerate(e.roles):
                 role, _, index = name.partition(":")
                 if e.attempt or task not in self.rows:  # a relaunch starts every row afresh
@@ -113,8 +117,6 @@ class RunView:
             row.gpus = e.gpus or row.gpus
         elif isinstance(e, GpuAssigned):
             self._row(e).gpus = e.addresses
-        elif isinstance(e, ClusterReady):
-            self.state = "running"
         elif isinstance(e, TaskState):
             row = self._row(e)
             row.state, row.detail = e.state, e.detail
@@ -126,8 +128,6 @@ class RunView:
             self.log_count += 1
         elif isinstance(e, FindingRaised):
             self.findings.append(e.finding)
-        elif isinstance(e, RunFinished):
-            self.state, self.error, self.finished_at = e.state, e.error, e.t
 
 
 def format_duration(seconds: float) -> str:

@@ -145,9 +145,6 @@ class EpochFed(Event):
     seconds: float
 
 
-TERMINAL_STATES = frozenset({"finished", "failed", "stopped"})
-
-
 def _deliver(callback: Callable[[Event], None], event: Event) -> None:
     try:
         callback(event)

@@ -36,7 +36,8 @@ class RunRecord:
 
     Attributes:
         run_id, name: the run's id and name. state: ``reserving``, ``running``, ``finished``,
-            ``failed``, ``stopped``, or ``lost`` (its kernel died before it ended).
+            ``failed``, ``stopped`` (or on the way: ``relaunching``, ``stopping``, ``failing``), or
+            ``lost`` (its kernel died before it ended).
         owner_pid, owner_create_time: the process that launched it (a reused pid is told apart by
             its start time). kernel_id: that process's Jupyter kernel id, if it is a kernel.
         host: the driver's host name. num_nodes, roles: the planned nodes (``chief:0``...).
