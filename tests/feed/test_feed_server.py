@@ -11,8 +11,8 @@ import pyarrow as pa
 import pytest
 
 from tfos_notebook.runtime import channel
-from tfos_notebook.runtime.feed.datafeed import DataFeed, arrays_of, predict
 from tfos_notebook.runtime.errors import ChannelError
+from tfos_notebook.runtime.feed.datafeed import DataFeed, arrays_of, predict
 from tfos_notebook.runtime.feed.protocol import FeedClient, tell
 from tfos_notebook.runtime.feed.server import FeedServer
 from tfos_notebook.runtime.feed.tasks import InferFeed, TrainFeed
