@@ -18,7 +18,7 @@ os.environ.setdefault("PYSPARK_PYTHON", __import__("sys").executable)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from tfos_notebook.devcluster import StandaloneCluster  # noqa: E402
-from tfos_notebook.runtime.preflight import executors  # noqa: E402
+from tfos_notebook.runtime.spark import backend_for  # noqa: E402
 
 
 class _SparkSlot:
@@ -128,7 +128,7 @@ def _wait_for_executors(sc, n: int, timeout: float = 60.0) -> None:
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if len(executors(sc)) >= n:
+        if len(backend_for(sc).cluster().executors) >= n:
             return
         time.sleep(0.2)
     raise TimeoutError(f"{n} executors did not register within {timeout}s")

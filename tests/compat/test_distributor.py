@@ -10,7 +10,7 @@ import pytest
 
 from tfos_notebook import ConfigError, MirroredStrategyRunner, PreflightError
 from tfos_notebook.compat.distributor import split_slots
-from tfos_notebook.runtime.preflight import executors
+from tfos_notebook.runtime.spark import backend_for
 
 
 @pytest.fixture
@@ -20,7 +20,7 @@ def two_gpu_tasks_standalone(standalone_cluster, spark_slot):
 
     spark = spark_slot.get("standalone-2gpu", standalone_cluster.spark_conf(gpus_per_task=2))
     deadline = time.monotonic() + 60
-    while len(executors(spark.sparkContext)) < standalone_cluster.workers:
+    while len(backend_for(spark).cluster().executors) < standalone_cluster.workers:
         assert time.monotonic() < deadline, "the executors did not register within 60s"
         time.sleep(0.2)
     return spark

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from tfos_notebook.devcluster import StandaloneCluster
-from tfos_notebook.runtime import preflight
+from tfos_notebook.runtime.spark import backend_for
 
 SLOTS = 4
 
@@ -29,7 +29,7 @@ def feed_standalone(feed_cluster, spark_slot):
     spark = spark_slot.get("feed", {**feed_cluster.spark_conf(gpus_per_task=0),
                                     "spark.ui.showConsoleProgress": "false"})
     deadline = time.monotonic() + 60
-    while preflight.total_slots(spark.sparkContext) < SLOTS:
+    while backend_for(spark).cluster().total_slots < SLOTS:
         if time.monotonic() > deadline:
             raise TimeoutError(f"the feed cluster did not offer {SLOTS} task slots within 60s")
         time.sleep(0.2)

@@ -1,8 +1,8 @@
 """Why a launch cannot proceed: a pure function from a snapshot of the cluster to findings.
 
 ``diagnose(snapshot)`` looks at nothing but its argument, so every finding can be tested from a
-hand-made snapshot without a cluster. ``snapshot_from_spark`` (in ``preflight``) fills a snapshot
-from a live SparkContext.
+hand-made snapshot without a cluster. ``preflight.snapshot`` fills a snapshot from a live cluster
+through its Spark backend.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .orphans import Leftover
+from .spark.backend import ExecutorInfo
 
 BLOCKER = "blocker"
 WARNING = "warning"
@@ -31,14 +32,6 @@ class Finding:
         and the fix, each after ``sep`` (by default indented lines below the cause)."""
         parts = [f"{head}{self.cause}", *(f"evidence: {e}" for e in self.evidence if evidence), f"fix: {self.remedy}"]
         return sep.join(parts)
-
-
-@dataclass(frozen=True)
-class ExecutorInfo:
-    executor_id: str
-    host: str
-    cores: int = 0
-    gpus: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -14,10 +14,12 @@ import os
 import socket
 import time
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import psutil
 
 from .gpus import GpuProcess, gpu_processes
+from .spark import backend_for
 
 PID_DIR_NAME = "tfos_notebook-pids"
 
@@ -152,51 +154,37 @@ def kill_attempts_before(run_id: str, attempt: int) -> list[int]:
     return killed
 
 
-def _scan_task(exclude_runs: list[str], kill: bool):
-    def scan(iterator):
-        for leftover in scan_host(set(exclude_runs), kill):
-            yield asdict(leftover)
+class _ScanTask:
+    """The body of each task of the leftover scan: this host's leftovers, as dicts."""
 
-    return scan
+    def __init__(self, exclude_runs: list[str], kill: bool) -> None:
+        self.exclude_runs, self.kill = exclude_runs, kill
+
+    def __call__(self, _partition: int, _gpus: list[str]) -> dict:
+        return {"leftovers": [asdict(x) for x in scan_host(set(self.exclude_runs), self.kill)]}
 
 
-def scan_cluster(sc, exclude_runs: set[str] | frozenset[str] = frozenset(), kill: bool = False,
+def scan_cluster(spark: Any, exclude_runs: set[str] | frozenset[str] = frozenset(), kill: bool = False,
                  timeout: float = 60.0) -> list[Leftover]:
     """Leftovers on every executor host (and the driver's): one barrier task per slot, so every
     executor runs one. Exported as ``tfos_notebook.cleanup(sc, kill=True)``.
 
     Args:
+        spark: a SparkContext, a classic SparkSession or a ``SparkBackend``.
         exclude_runs: active runs whose processes must be left alone (runs with a live node on a
             host are left alone anyway).
         kill: terminate the leftovers of our runs (foreign GPU holders are only reported).
 
     Raises ``TimeoutError`` when the slots are busy for longer than ``timeout``."""
-
-    from .preflight import total_slots
-
-    slots = max(1, total_slots(sc))
-    group = f"tfos-cleanup-{time.time_ns()}"
-    rows: list[dict] = []
-    error: list[BaseException] = []
-
-    def job() -> None:
-        try:
-            sc.setJobGroup(group, "tfos_notebook leftover scan", interruptOnCancel=True)
-            rows.extend(sc.parallelize(range(slots), slots).barrier()
-                        .mapPartitions(_scan_task(sorted(exclude_runs), kill)).collect())
-        except BaseException as e:  # surfaced below
-            error.append(e)
-
-    from pyspark import InheritableThread
-
-    thread = InheritableThread(target=job, daemon=True)
-    thread.start()
-    thread.join(timeout)
-    if thread.is_alive():
-        sc.cancelJobGroup(group)
+    backend = backend_for(spark)
+    slots = max(1, backend.cluster().total_slots)
+    task = _ScanTask(sorted(exclude_runs), kill)
+    job = backend.submit(f"tfos-cleanup-{time.time_ns()}", "tfos_notebook leftover scan",
+                         lambda: backend.barrier(slots, task))
+    if not job.join(timeout):
+        job.cancel()
         raise TimeoutError(f"the leftover scan did not get {slots} free slots within {timeout:.0f}s")
-    if error:
-        raise error[0]
+    rows = [row for answer in job.result() for row in answer["leftovers"]]
     local = [asdict(x) for x in scan_host(exclude_runs, kill)]
     unique = {(r["host"], r["pid"]): r for r in [*rows, *local]}
     return [Leftover(**{**r, "gpus": tuple(r["gpus"])}) for r in unique.values()]

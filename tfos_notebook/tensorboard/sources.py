@@ -2,8 +2,8 @@
 
 - ``LocalSource``: a local or FUSE-mounted directory (``/dbfs/...``), followed with a ``DirTail``.
 - ``HadoopSource``: any Hadoop filesystem (``hdfs://``, ``dbfs:/``, ``s3a://``, ``abfss://``,
-  ``file://``...) through the Hadoop FileSystem API of the SparkContext's JVM, so it uses the
-  cluster's own configuration and credentials.
+  ``file://``...) through the Spark backend's Hadoop filesystems (the Hadoop FileSystem API of
+  the SparkContext's JVM), so it uses the cluster's own configuration and credentials.
 - ``FsspecSource``: any fsspec URL (``s3://``, ``gs://``, ``memory://``...).
 
 Each gives, per call to ``changes(have)``, the bytes past ``have(relpath)`` (what the mirror holds)
@@ -15,10 +15,12 @@ from __future__ import annotations
 import os
 import posixpath
 from collections.abc import Callable
+from typing import Any
 
 from ..runtime.ctx import HADOOP_SCHEMES
 from ..runtime.errors import TFOSError
 from ..runtime.filetail import DEFAULT_MAX_BYTES, Chunk, DirTail
+from ..runtime.spark import backend_for
 
 Have = Callable[[str], int]
 
@@ -79,44 +81,21 @@ class _ListingSource:
 
 
 class HadoopSource(_ListingSource):
-    """A directory on any Hadoop filesystem, read through the JVM of ``sc``.
+    """A directory on any Hadoop filesystem, read through the cluster's Spark backend (the JVM of a
+    SparkContext) with the cluster's own configuration and credentials.
 
     Hadoop's checksum side files (``.NAME.crc``) are not mirrored.
     """
 
-    def __init__(self, sc, uri: str, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+    def __init__(self, spark: Any, uri: str, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.uri, self.max_bytes = uri, max_bytes
-        self._jvm = sc._jvm
-        path = self._jvm.org.apache.hadoop.fs.Path(uri)
-        self._fs = path.getFileSystem(sc._jsc.hadoopConfiguration())
-        self._path = path
-        qualified = self._fs.makeQualified(path).toUri()
-        self._scheme, self._authority = qualified.getScheme(), qualified.getAuthority()
-        self._root = qualified.getPath().rstrip("/") or "/"
+        self._fs = backend_for(spark).hadoop_fs(uri)
 
     def list_sizes(self) -> dict[str, int]:
-        if not self._fs.exists(self._path):
-            return {}
-        sizes = {}
-        files = self._fs.listFiles(self._path, True)
-        while files.hasNext():
-            status = files.next()
-            full = status.getPath().toUri().getPath()
-            name = posixpath.basename(full)
-            if name.startswith(".") and name.endswith(".crc"):
-                continue
-            sizes[posixpath.relpath(full, self._root)] = status.getLen()
-        return sizes
+        return self._fs.list_sizes()
 
     def read(self, relpath: str, offset: int, length: int) -> bytes:
-        # Path(scheme, authority, path) takes the name literally (a ':' in it is no scheme).
-        child = self._jvm.org.apache.hadoop.fs.Path(self._scheme, self._authority, f"{self._root}/{relpath}")
-        stream = self._fs.open(child)
-        try:
-            stream.seek(offset)
-            return bytes(self._jvm.org.apache.commons.io.IOUtils.toByteArray(stream, int(length)))
-        finally:
-            stream.close()
+        return self._fs.read(relpath, offset, length)
 
     def __repr__(self) -> str:
         return f"HadoopSource({self.uri!r})"
@@ -153,13 +132,15 @@ def is_uri(logdir: str) -> bool:
     return "://" in logdir or logdir.startswith("dbfs:")
 
 
-def open_source(logdir: str, sc=None, backend: str = "auto"):
+def open_source(logdir: str, sc: Any = None,
+                backend: str = "auto") -> LocalSource | HadoopSource | FsspecSource:
     """The source that reads ``logdir`` from the driver.
 
     Args:
         logdir: a local or FUSE path (``/dbfs/runs/x``), a Hadoop URI (``hdfs://``, ``dbfs:/``,
             ``s3a://``, ``file://``...) or an fsspec URL.
-        sc: the SparkContext whose JVM reads Hadoop URIs; without it they go through fsspec.
+        sc: the Spark that reads Hadoop URIs (a SparkContext, a classic SparkSession or a
+            ``SparkBackend``); without it they go through fsspec.
         backend: ``auto`` (local paths locally, Hadoop schemes through ``sc``, the rest through
             fsspec), or force ``local``, ``hadoop`` or ``fsspec``.
 

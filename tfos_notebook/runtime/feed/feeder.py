@@ -21,11 +21,11 @@ from typing import Any
 
 import pyarrow as pa
 
-from .. import preflight
 from ..ctx import FOREGROUND_ROLES
 from ..errors import FeedError, FeedTimeout, SparkJobError, TFOSError
 from ..events import EpochFed, FeedProgress
 from ..messages import FeedReport, FeedServing
+from ..spark import error_summary
 from .codec import batch_bytes, empty_stream, rows_to_batch, schema_for_sample
 from .protocol import CONNECTION_ERRORS, tell
 from .tasks import RECORD_DDL, InferFeed, TrainFeed
@@ -138,7 +138,7 @@ class Feeder:
             raise FeedError(f"run {self.run.name} has ended; start a new run to feed more data")
 
     def _check_slots(self) -> None:
-        slots, nodes = preflight.total_slots(self.run.sc), len(self.run.roles)
+        slots, nodes = self.run.backend.cluster().total_slots, len(self.run.roles)
         if slots <= nodes:
             raise FeedError(f"the cluster runs {slots} tasks at once and the {nodes} nodes hold all of them, so no "
                             "task is left to feed them: add executors or cores (spark.executor.cores), or use fewer "
@@ -221,27 +221,12 @@ class Feeder:
         return records, cancelled
 
     def _watch(self, job, feed_timeout: float, what: str) -> tuple[list[dict], bool]:
-        """Run ``job`` in the run's feed job group, watching the nodes; returns its records and
+        """Run ``job`` under the run's feed tag, watching the nodes; returns its records and
         whether feeding stopped early because every node terminated or returned."""
-        from pyspark import InheritableThread
-
-        sc, group = self.run.sc, f"{self.run.job_group}-feed"
-        box: dict[str, Any] = {}
-
-        def target() -> None:
-            try:
-                sc.setJobGroup(group, f"tfos_notebook feed {self.run.name}: {what}", interruptOnCancel=True)
-                box["records"] = job()
-            except BaseException as e:  # Py4JJavaError and friends: summarised below
-                box["error"] = e
-
-        thread = InheritableThread(target=target, daemon=True, name=f"tfos-feed-{self.run.run_id}")
-        thread.start()
+        spark_job = self.run.backend.submit(f"{self.run.job_group}-feed",
+                                           f"tfos_notebook feed {self.run.name}: {what}", job)
         reason: Any = None
-        while thread.is_alive():
-            thread.join(0.25)
-            if not thread.is_alive():
-                break
+        while not spark_job.join(0.25):
             if self.run.error is not None or self.run.done:
                 reason = "run"
             elif self._all_stopped():
@@ -249,8 +234,8 @@ class Feeder:
             else:
                 reason = self._stalled(feed_timeout) or None
             if reason:
-                sc.cancelJobGroup(group)
-                thread.join(30)
+                spark_job.cancel()
+                spark_job.join(30)
                 break
         if reason == "stopped" or (reason == "run" and self.run.error is None):
             return [], True
@@ -260,11 +245,11 @@ class Feeder:
             raise FeedTimeout(f"{', '.join(reason)} took no data for more than {feed_timeout:.0f}s while Spark fed "
                               f"{what}: its function is not reading the feed (ctx.dataset / DataFeed.next_batch) "
                               "or is stuck; fix the function, or raise feed_timeout if it is only slow to start")
-        if "error" in box:
+        if spark_job.error is not None:
             if self.run.error is not None:
                 raise self.run.error
-            raise _job_error(box["error"], what)
-        return box["records"], False
+            raise _job_error(spark_job.error, what)
+        return spark_job.result(), False
 
     def _stalled(self, feed_timeout: float) -> list[str]:
         now, out = time.monotonic(), []
@@ -367,9 +352,7 @@ class Feeder:
 
 
 def _job_error(e: BaseException, what: str) -> Exception:
-    from ..launch import _spark_error_summary
-
-    text = _spark_error_summary(e)
+    text = error_summary(e)
     for line in str(e).splitlines():
         for name, kind in (("FeedTimeout: ", FeedTimeout), ("FeedError: ", FeedError)):
             if name in line:

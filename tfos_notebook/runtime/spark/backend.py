@@ -20,13 +20,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from ..diagnose import ExecutorInfo
-
 T = TypeVar("T")
 
 #: A barrier task's body: ``fn(partition_id, gpu_addresses) -> dict`` (one small, msgpack-able
 #: summary per task, collected by the driver).
 BarrierFn = Callable[[int, list[str]], dict]
+
+
+@dataclass(frozen=True)
+class ExecutorInfo:
+    """One executor: its id, host, cores and the GPU addresses Spark gave it."""
+
+    executor_id: str
+    host: str
+    cores: int = 0
+    gpus: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -170,17 +178,6 @@ class SparkBackend(ABC):
         where the session has no JVM to read it (Spark Connect: use fsspec or a FUSE path)."""
 
 
-def backend_for(spark: Any) -> SparkBackend:
-    """The backend of ``spark``: a SparkContext, a classic SparkSession, or a backend already."""
-    if isinstance(spark, SparkBackend):
-        return spark
-    from .classic import ClassicBackend
-
-    return ClassicBackend.of(spark)
-
-
-def active_backend() -> SparkBackend | None:
-    """The backend of the active SparkSession / SparkContext of this process, or None."""
-    from .classic import ClassicBackend
-
-    return ClassicBackend.active()
+def is_connect(session: Any) -> bool:
+    """Whether ``session`` is a Spark Connect session (no SparkContext, RDD or JVM in this process)."""
+    return type(session).__module__.startswith("pyspark.sql.connect.")

@@ -1,0 +1,47 @@
+"""The one seam between tfos_notebook and Spark (see :mod:`.backend` for the interface), and the
+functions that find the backend of a SparkContext or session."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .backend import (
+    BarrierFn,
+    ClusterView,
+    ExecutorInfo,
+    HadoopFileSystem,
+    SparkBackend,
+    SparkJob,
+    is_connect,
+)
+from .classic import ClassicBackend
+from .errors import error_summary
+
+__all__ = ["BarrierFn", "ClassicBackend", "ClusterView", "ExecutorInfo", "HadoopFileSystem", "SparkBackend",
+           "SparkJob", "active_backend", "active_session", "backend_for", "error_summary", "is_connect"]
+
+
+def backend_for(spark: Any) -> SparkBackend:
+    """The backend of ``spark``: a SparkContext, a classic SparkSession, or a backend already.
+
+    Raises:
+        TypeError: ``spark`` is none of these (a Spark Connect session is not supported yet)."""
+    if isinstance(spark, SparkBackend):
+        return spark
+    return ClassicBackend.of(spark)
+
+
+def active_backend() -> SparkBackend | None:
+    """The backend of the active SparkSession / SparkContext of this process, or None."""
+    return ClassicBackend.active()
+
+
+def active_session() -> Any | None:
+    """This process's active SparkSession (classic or Spark Connect), or None. An active
+    SparkContext without a session is wrapped in one (that starts nothing new)."""
+    from pyspark.sql import SparkSession
+
+    session = SparkSession.getActiveSession()
+    if session is None and active_backend() is not None:
+        session = SparkSession.builder.getOrCreate()
+    return session
