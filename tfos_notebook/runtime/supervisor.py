@@ -74,11 +74,16 @@ class Supervisor:
             job = run.backend.submit(tag, f"tfos_notebook run {run.name} attempt {coord.attempt}",
                                      partial(run.backend.barrier, n, run.plan(coord.attempt)))
             self._watch(job, coord)
+            # The nodes' connections close after their last message (the result): once they are all
+            # gone, every result has been handled and the attempt's outcome is known.
+            if job.error is not None:
+                coord.broadcast(m.Stop())  # the job failed under them: nodes still running must end
+            self._all_gone(coord.connections())
             with self.lock:
                 relaunch = self.state is RunState.RELAUNCHING
                 self._settling = not relaunch
             if relaunch:
-                self._wait_gone(coord.connections())  # no process of the lost attempt may write beside the next one
+                time.sleep(2 * CHILD_WATCHDOG_SECS)  # the lost attempt's processes end (see _all_gone)
                 with self.lock:
                     self._settling = self.state is RunState.STOPPING
                     if not self._settling:
@@ -131,24 +136,18 @@ class Supervisor:
         self.abort(ReservationTimeout(f"run {run.name}: waited {run.reservation_timeout:.0f}s for "
                                       f"{len(run.roles)} reservations, got {len(registered)}", findings))
 
-    def _wait_gone(self, conns: list) -> None:
-        """Wait until the nodes behind ``conns`` are gone (their connections closed), then for their
-        child processes, which kill themselves within ``CHILD_WATCHDOG_SECS`` of their node's end
-        (they may be on other hosts: nothing but time says they are gone). Nodes of the next attempt
-        on the same host also kill what is left (``orphans.kill_attempts_before``)."""
-        self._all_gone(conns)
-        time.sleep(2 * CHILD_WATCHDOG_SECS)
-
     def _all_gone(self, conns: list) -> bool:
+        """Wait (bounded) until the nodes behind ``conns`` are gone. Before a relaunch their child
+        processes get ``2 * CHILD_WATCHDOG_SECS`` more: they kill themselves that long after their
+        node ends, possibly on other hosts where nothing but time says they are gone; nodes of the
+        next attempt on the same host also kill what is left (``orphans.kill_attempts_before``), so
+        that no process of the lost attempt writes beside the next one."""
         return Deadline(self.run.stop_grace_secs + 5.0).wait_until(
             lambda: all(c.attrs.get("gone") for c in conns), interval=0.01)
 
     def _settle(self, failure: BaseException | None, coord: Coordinator) -> None:
-        """End the run after its last job: close the control server, then the terminal transition.
-        The nodes' connections close after their last message (the result), so once every one of
-        them is gone each result has been handled."""
+        """End the run after its last job: close the control server, then the terminal transition."""
         run = self.run
-        self._all_gone(coord.connections())
         run.close_server()
         with self.lock:
             state = self.state
@@ -174,7 +173,7 @@ class Supervisor:
         node (``retryable``) with retries left relaunches; anything else fails the run."""
         run = self.run
         with self.lock:
-            if self.ending():
+            if self.state.ending:
                 return  # the first outcome stands
             if retryable and run.attempt < run.retries:
                 run.diagnosis.publish([Finding(
