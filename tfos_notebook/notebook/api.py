@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..runtime.ctx import NodeContext
 from ..runtime.launch import ConfigError, Run
+from ..runtime.spark import active_backend
 from .capture import CellFunction, capture_cell
 from .frontend import OutputTarget, choose_monitor
 from .handle import TrainRun
@@ -285,11 +286,9 @@ def _logdir_board(runs: KernelRuns, key: str) -> TensorBoardHandle:
     if board is not None and not board.stopped and board.info.alive():
         return board
     _stop_logdir_board(runs, key)
-    from pyspark import SparkContext
-
     from ..tensorboard import serve_logdir
 
-    board = runs.boards[key] = serve_logdir(key, SparkContext._active_spark_context)
+    board = runs.boards[key] = serve_logdir(key, active_backend())
     return board
 
 
