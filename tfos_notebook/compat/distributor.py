@@ -20,6 +20,7 @@ from typing import Any
 from ..runtime.diagnose import Finding
 from ..runtime.errors import PreflightError
 from ..runtime.launch import ConfigError, Run
+from ..runtime.spark import backend_for
 
 
 def call_train_fn(train_fn: Callable[..., Any], use_custom_strategy: bool, kwargs: dict[str, Any]) -> Any:
@@ -96,12 +97,13 @@ class MirroredStrategyRunner:
 
             spark = SparkSession.builder.getOrCreate()
         self.sc = spark.sparkContext
+        self.backend = backend_for(spark)
         self.run_handle: Run | None = None  # the launch of the latest distributed run()
         self.gpus_per_task = 0 if local_mode or not use_gpu else self._task_gpu_amount()
         self.num_tasks = None if local_mode else (math.ceil(num_slots / self.gpus_per_task) if use_gpu else num_slots)
 
     def _task_gpu_amount(self) -> int:
-        amount = self.sc.getConf().get("spark.task.resource.gpu.amount")
+        amount = self.backend.conf("spark.task.resource.gpu.amount")
         if amount is None:
             raise PreflightError(f"cannot train on {self.num_slots} GPU slot(s):", [Finding(
                 "gpus_not_configured", "use_gpu=True, but Spark assigns no GPUs to tasks",

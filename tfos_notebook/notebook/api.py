@@ -19,6 +19,7 @@ from ..cellfn import CellFunction
 from ..errors import ConfigError
 from ..runtime.ctx import NodeContext
 from ..runtime.launch import Run
+from ..runtime.spark import active_backend
 from .capture import capture_cell
 from .frontend import OutputTarget, choose_monitor
 from .handle import TrainRun
@@ -270,11 +271,9 @@ def _logdir_board(runs: KernelRuns, key: str) -> TensorBoardHandle:
     if board is not None and not board.stopped and board.info.alive():
         return board
     _stop_logdir_board(runs, key)
-    from pyspark import SparkContext
-
     from ..tensorboard import serve_logdir
 
-    board = runs.boards[key] = serve_logdir(key, SparkContext._active_spark_context)
+    board = runs.boards[key] = serve_logdir(key, active_backend())
     return board
 
 

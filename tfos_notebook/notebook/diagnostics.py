@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..runtime.diagnose import Finding
 from ..runtime.orphans import Leftover, scan_cluster
 
 if TYPE_CHECKING:
-    from pyspark import SparkContext
-
     from ..runtime.launch import Run
 
 
@@ -29,11 +27,11 @@ def diagnose_text(run: Run) -> str:
     return f"{head}:\n{format_findings(findings)}"
 
 
-def cleanup_report(sc: SparkContext, exclude_runs: set[str], kill: bool = False, timeout: float = 60.0) -> str:
+def cleanup_report(spark: Any, exclude_runs: set[str], kill: bool = False, timeout: float = 60.0) -> str:
     """Leftover processes of earlier runs (and foreign GPU holders) on every executor host of
-    ``sc``, one line each; ``kill`` terminates the leftovers, except those of ``exclude_runs``
+    ``spark`` (a SparkContext, session or Spark backend), one line each; ``kill`` terminates the leftovers, except those of ``exclude_runs``
     (run ids), and never foreign processes. ``timeout``: seconds for the scan's Spark job."""
-    found = scan_cluster(sc, exclude_runs=exclude_runs, kill=kill, timeout=timeout)
+    found = scan_cluster(spark, exclude_runs=exclude_runs, kill=kill, timeout=timeout)
     if not found:
         return "no leftover processes on the executors"
     return "\n".join(_leftover_line(x) for x in found)

@@ -15,6 +15,7 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from ..errors import ConfigError, TFOSError
+from ..runtime.spark import active_backend
 from ..state import registry
 from . import api, diagnostics, evaluate
 from .frontend import OutputTarget
@@ -185,14 +186,12 @@ class TFOSMagics(Magics):
     def tfos_cleanup(self, line: str = "") -> None:
         """List processes of earlier runs still alive on the executors (and foreign GPU holders);
         ``--kill`` kills the leftovers. Runs of this kernel still going are left alone."""
-        from pyspark import SparkContext
-
         kill = parse_argstring(self.tfos_cleanup, line).kill
-        sc = SparkContext._active_spark_context
-        if sc is None:
+        spark = active_backend()
+        if spark is None:
             raise _concise(ConfigError("no active SparkContext: create the SparkSession of the cluster "
-                                           "to clean first"))
-        print(diagnostics.cleanup_report(sc, self.runs.going(), kill=kill))
+                                       "to clean first"))
+        print(diagnostics.cleanup_report(spark, self.runs.going(), kill=kill))
 
 
 def load_ipython_extension(ipython: Any) -> None:

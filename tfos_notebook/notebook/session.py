@@ -6,6 +6,7 @@ import os
 from collections.abc import Callable
 
 from ..runtime.launch import ConfigError
+from ..runtime.spark import active_session, is_connect
 
 
 def notebook_spark(min_slots: int, say: Callable[[str], None] = print):
@@ -15,19 +16,13 @@ def notebook_spark(min_slots: int, say: Callable[[str], None] = print):
     Raises:
         ConfigError: the active session is a Spark Connect session, which cannot run barrier jobs.
     """
-    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
-    session = SparkSession.getActiveSession()
-    if session is None and SparkContext._active_spark_context is not None:
-        session = SparkSession.builder.getOrCreate()  # the context exists: this only wraps it
+    session = active_session()
     if session is not None:
-        try:
-            session.sparkContext  # noqa: B018  (Spark Connect sessions raise here)
-        except Exception as e:
+        if is_connect(session):
             raise ConfigError("the active SparkSession is a Spark Connect session, which cannot run the barrier "
-                              "jobs training needs: use a classic (single-user) cluster or a local session "
-                              f"({type(e).__name__})") from None
+                              "jobs training needs: use a classic (single-user) cluster or a local session")
         return session
     slots = max(min_slots, os.cpu_count() or 1)
     session = (SparkSession.builder.master(f"local[{slots}]").appName("tfos_notebook")

@@ -44,11 +44,6 @@ def snapshot(backend: SparkBackend | Any, requested_tasks: int, roles: tuple[str
     )
 
 
-def task_errors(backend: SparkBackend | Any, tag: str) -> tuple[str, ...]:
-    """Error messages of failed task attempts in the jobs run under ``tag``."""
-    return backend_for(backend).task_errors(tag)
-
-
 def wait_for_executors(backend: SparkBackend | Any, requested_tasks: int, timeout: float) -> None:
     """Give executors that are still starting up to ``timeout`` seconds to register: until as many
     as the application asked for are there, or enough slots for ``requested_tasks``."""

@@ -6,9 +6,11 @@ import hashlib
 import logging
 import os
 import threading
+from typing import Any
 
 from ..runtime.ctx import is_shared_logdir
 from ..runtime.events import RunFinished
+from ..runtime.spark import SparkBackend, backend_for
 from . import process
 from .mirror import Mirror
 from .sources import open_source
@@ -29,21 +31,21 @@ class TensorBoardHandle:
         an already running TensorBoard on the same mirror was reused.
     """
 
-    def __init__(self, mirror: Mirror, sync: MirrorSync, outcome, conf, sc=None) -> None:
+    def __init__(self, mirror: Mirror, sync: MirrorSync, outcome, spark: SparkBackend | None = None) -> None:
         self.mirror = mirror
         self.sync = sync
         self.info: process.TensorBoardInfo = outcome.info
         self.reused = isinstance(outcome, process.StartReused)
         self.port, self.pid = self.info.port, self.info.pid
-        self.url = tensorboard_url(self.port, conf)
-        self._sc = sc
+        self.url = tensorboard_url(self.port, _conf(spark))
+        self._spark = spark
         self._stopped = threading.Event()
         self._on_stop: list = []
 
     def add_source(self, logdir: str, prefix: str = "", backend: str = "auto") -> None:
         """Mirror another log directory into this TensorBoard under ``prefix/`` (e.g. ``eval``
         for an evaluation job's curves). ``logdir`` is anything ``sources.open_source`` reads."""
-        self.sync.add(open_source(logdir, sc=self._sc, backend=backend), prefix)
+        self.sync.add(open_source(logdir, sc=self._spark, backend=backend), prefix)
         self.sync.start()
 
     @property
@@ -67,8 +69,14 @@ class TensorBoardHandle:
         return f"TensorBoardHandle(url={self.url!r}, logdir={self.mirror.root!r}, {state})"
 
 
-def _start(mirror: Mirror, sources: list, conf, sc, port: int | None, interval: float,
+def _conf(spark: SparkBackend | None):
+    """The Spark conf lookup ``urls`` reads (None without Spark)."""
+    return None if spark is None else spark.conf
+
+
+def _start(mirror: Mirror, sources: list, spark: SparkBackend | None, port: int | None, interval: float,
            start_timeout: float, with_tensorflow: bool) -> TensorBoardHandle:
+    conf = _conf(spark)
     sync = MirrorSync(mirror, interval)
     for source, prefix in sources:
         sync.add(source, prefix)
@@ -82,7 +90,7 @@ def _start(mirror: Mirror, sources: list, conf, sc, port: int | None, interval: 
     except BaseException:
         sync.stop(final_tick=False)
         raise
-    return TensorBoardHandle(mirror, sync, outcome, conf, sc)
+    return TensorBoardHandle(mirror, sync, outcome, spark)
 
 
 def attach_tensorboard(run, mirror_root: str | None = None, remote_logdir: str | None = None, *,
@@ -115,7 +123,8 @@ def attach_tensorboard(run, mirror_root: str | None = None, remote_logdir: str |
     mirror = Mirror(mirror_root or os.path.join(process.state_dir(), "mirrors", run.run_id))
     if remote_logdir is None and is_shared_logdir(run.log_dir):
         remote_logdir = run.log_dir
-    sources = [(open_source(remote_logdir, sc=run.sc, backend=backend), "")] if remote_logdir else []
+    spark = run.backend
+    sources = [(open_source(remote_logdir, sc=spark, backend=backend), "")] if remote_logdir else []
     sink = mirror.receive
     run.set_file_sink(sink)  # first: the nodes' bytes are kept while TensorBoard starts
 
@@ -124,7 +133,7 @@ def attach_tensorboard(run, mirror_root: str | None = None, remote_logdir: str |
             run.set_file_sink(None)
 
     try:
-        handle = _start(mirror, sources, run.sc.getConf(), run.sc, port, interval, start_timeout, with_tensorflow)
+        handle = _start(mirror, sources, spark, port, interval, start_timeout, with_tensorflow)
     except BaseException:
         detach()
         raise
@@ -148,19 +157,20 @@ def _after_run(handle: TensorBoardHandle, keep_after_run: float | None) -> None:
         handle.stop()
 
 
-def serve_logdir(logdir: str, sc=None, *, mirror_root: str | None = None, port: int | None = None,
+def serve_logdir(logdir: str, sc: Any = None, *, mirror_root: str | None = None, port: int | None = None,
                  interval: float = 0.5, backend: str = "auto", start_timeout: float = 60.0,
                  with_tensorflow: bool = False) -> TensorBoardHandle:
     """A live TensorBoard for any log directory, without a run (an earlier run, another job's logs).
 
     A plain local path is served as it is; anything else (``hdfs://``, ``dbfs:/``, ``/dbfs/``,
-    ``s3a://``, fsspec URLs) is mirrored to a local directory first, read through ``sc``'s JVM for
-    Hadoop URIs. Runs until ``stop()`` or this process exits. Arguments as for ``attach_tensorboard``.
+    ``s3a://``, fsspec URLs) is mirrored to a local directory first, read through ``sc`` (a
+    SparkContext, a classic SparkSession or a ``SparkBackend``; its JVM) for Hadoop URIs. Runs until
+    ``stop()`` or this process exits. Arguments as for ``attach_tensorboard``.
     """
-    conf = sc.getConf() if sc is not None else None
+    spark = None if sc is None else backend_for(sc)
     if not is_shared_logdir(logdir) and backend in ("auto", "local"):
-        return _start(Mirror(logdir), [], conf, sc, port, interval, start_timeout, with_tensorflow)
+        return _start(Mirror(logdir), [], spark, port, interval, start_timeout, with_tensorflow)
     key = hashlib.sha256(logdir.encode()).hexdigest()[:16]
     mirror = Mirror(mirror_root or os.path.join(process.state_dir(), "mirrors", f"logdir-{key}"))
-    return _start(mirror, [(open_source(logdir, sc=sc, backend=backend), "")], conf, sc, port, interval,
+    return _start(mirror, [(open_source(logdir, sc=spark, backend=backend), "")], spark, port, interval,
                   start_timeout, with_tensorflow)

@@ -33,15 +33,21 @@ class ProxyPortError(TFOSError, ValueError):
 
 
 def _get(conf, key: str) -> str | None:
-    """Read ``key`` from a SparkConf or a mapping."""
+    """Read ``key`` from a SparkConf, a mapping, or a lookup function (``SparkBackend.conf``)."""
     if conf is None:
         return None
-    value = conf.get(key) if isinstance(conf, Mapping) else conf.get(key, None)
+    if isinstance(conf, Mapping):
+        value = conf.get(key)
+    elif callable(conf):
+        value = conf(key)
+    else:
+        value = conf.get(key, None)
     return value or None
 
 
 def databricks_ids(conf) -> tuple[str, str] | None:
-    """``(org_id, cluster_id)`` when ``conf`` (a SparkConf or mapping) is a Databricks cluster's."""
+    """``(org_id, cluster_id)`` when ``conf`` (a SparkConf, mapping or lookup function ``key ->
+    value``) is a Databricks cluster's."""
     org, cluster = _get(conf, ORG_ID_KEY), _get(conf, CLUSTER_ID_KEY)
     return (org, cluster) if org and cluster else None
 
@@ -92,7 +98,8 @@ def tensorboard_url(port: int, conf=None, env: Mapping[str, str] | None = None) 
 
     Args:
         port: the TensorBoard's port on 127.0.0.1.
-        conf: the SparkConf (or a mapping) of the driver; tells a Databricks cluster apart.
+        conf: the driver's Spark conf (a SparkConf, a mapping, or a lookup function such as
+            ``SparkBackend.conf``); tells a Databricks cluster apart.
         env: the environment to read (default ``os.environ``).
 
     Raises:
