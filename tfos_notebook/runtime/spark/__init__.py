@@ -7,6 +7,7 @@ from typing import Any
 
 from .backend import (
     BarrierFn,
+    DataBarrierFn,
     ClusterView,
     ExecutorInfo,
     HadoopFileSystem,
@@ -17,7 +18,7 @@ from .backend import (
 from .classic import ClassicBackend
 from .errors import error_summary
 
-__all__ = ["BarrierFn", "ClassicBackend", "ClusterView", "ExecutorInfo", "HadoopFileSystem", "SparkBackend",
+__all__ = ["BarrierFn", "ClassicBackend", "DataBarrierFn", "ClusterView", "ExecutorInfo", "HadoopFileSystem", "SparkBackend",
            "SparkJob", "active_backend", "active_session", "backend_for", "error_summary", "is_connect"]
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -25,6 +25,10 @@ T = TypeVar("T")
 #: A barrier task's body: ``fn(partition_id, gpu_addresses) -> dict`` (one small, msgpack-able
 #: summary per task, collected by the driver).
 BarrierFn = Callable[[int, list[str]], dict]
+#: A barrier task's body over data: ``fn(partition_id, gpu_addresses, items)`` where ``items`` is
+#: the task's partition (Arrow record batches of a DataFrame, rows of an RDD); what it yields is the
+#: task's output (record batches of the output schema for a DataFrame, objects for an RDD).
+DataBarrierFn = Callable[[int, list[str], Iterator], Iterable]
 
 
 @dataclass(frozen=True)
@@ -171,6 +175,17 @@ class SparkBackend(ABC):
         """Run ``fn`` in a barrier stage of ``num_tasks`` tasks (all start together or none) and
         collect what each returns, in partition order. Blocks: call it inside :meth:`submit`."""
 
+    def barrier_over(self, data: Any, fn: DataBarrierFn, schema: str) -> list:
+        """Run ``fn`` in a barrier stage over ``data``, one task per partition (all start together
+        or none), and collect what the tasks yield. A DataFrame runs as a barrier ``mapInArrow``
+        whose output has the DDL ``schema`` (collected as Rows); an RDD only on a backend with RDDs.
+        Blocks: call it inside :meth:`submit`."""
+        from pyspark.sql import DataFrame
+
+        if not isinstance(data, DataFrame):
+            raise TypeError(f"a barrier stage over data takes a DataFrame here, got {type(data).__name__}")
+        return data.mapInArrow(ArrowBarrierTask(fn), schema, barrier=True).collect()
+
     # -- storage -----------------------------------------------------------------------------
     @abstractmethod
     def hadoop_fs(self, uri: str) -> HadoopFileSystem:
@@ -181,3 +196,23 @@ class SparkBackend(ABC):
 def is_connect(session: Any) -> bool:
     """Whether ``session`` is a Spark Connect session (no SparkContext, RDD or JVM in this process)."""
     return type(session).__module__.startswith("pyspark.sql.connect.")
+
+
+def barrier_task_context() -> tuple[int, list[str]]:
+    """Inside a barrier task: its partition id and the GPU addresses Spark gave it."""
+    from pyspark import BarrierTaskContext
+
+    ctx = BarrierTaskContext.get()
+    resources = ctx.resources()
+    return ctx.partitionId(), list(resources["gpu"].addresses) if "gpu" in resources else []
+
+
+class ArrowBarrierTask:
+    """The body of each task of a barrier ``mapInArrow``: ``fn(partition id, GPU addresses, the
+    partition's record batches)``."""
+
+    def __init__(self, fn: DataBarrierFn) -> None:
+        self.fn = fn
+
+    def __call__(self, batches: Iterator) -> Iterator:
+        yield from self.fn(*barrier_task_context(), batches)

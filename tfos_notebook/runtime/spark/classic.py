@@ -12,7 +12,16 @@ import posixpath
 import threading
 from typing import Any
 
-from .backend import BarrierFn, ClusterView, ExecutorInfo, HadoopFileSystem, SparkBackend, is_connect
+from .backend import (
+    BarrierFn,
+    ClusterView,
+    DataBarrierFn,
+    ExecutorInfo,
+    HadoopFileSystem,
+    SparkBackend,
+    barrier_task_context,
+    is_connect,
+)
 
 #: How many task attempts of one stage attempt ``task_errors`` reads from the status store.
 TASKS_PER_STAGE = 100
@@ -149,6 +158,13 @@ class ClassicBackend(SparkBackend):
         rdd = self.sc.parallelize(range(num_tasks), num_tasks)
         return rdd.barrier().mapPartitions(BarrierTask(fn)).collect()
 
+    def barrier_over(self, data: Any, fn: DataBarrierFn, schema: str) -> list:
+        from pyspark import RDD
+
+        if isinstance(data, RDD):
+            return data.barrier().mapPartitions(RddBarrierTask(fn)).collect()
+        return super().barrier_over(data, fn, schema)
+
     # -- storage -----------------------------------------------------------------------------
     def hadoop_fs(self, uri: str) -> HadoopFileSystem:
         return JvmHadoopFileSystem(self.sc, uri)
@@ -179,12 +195,18 @@ class BarrierTask:
         self.fn = fn
 
     def __call__(self, _rows: Any) -> Any:
-        from pyspark import BarrierTaskContext
+        yield self.fn(*barrier_task_context())
 
-        ctx = BarrierTaskContext.get()
-        resources = ctx.resources()
-        gpus = list(resources["gpu"].addresses) if "gpu" in resources else []
-        yield self.fn(ctx.partitionId(), gpus)
+
+class RddBarrierTask:
+    """The body of each task of :meth:`ClassicBackend.barrier_over` on an RDD: ``fn(partition id,
+    GPU addresses, the partition's rows)``."""
+
+    def __init__(self, fn: DataBarrierFn) -> None:
+        self.fn = fn
+
+    def __call__(self, rows: Any) -> Any:
+        yield from self.fn(*barrier_task_context(), rows)
 
 
 class JvmHadoopFileSystem(HadoopFileSystem):
