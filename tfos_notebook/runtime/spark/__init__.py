@@ -7,8 +7,8 @@ from typing import Any
 
 from .backend import (
     BarrierFn,
-    DataBarrierFn,
     ClusterView,
+    DataBarrierFn,
     ExecutorInfo,
     HadoopFileSystem,
     SparkBackend,
