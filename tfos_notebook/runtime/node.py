@@ -158,8 +158,8 @@ def run_node(plan: NodePlan, task: int, gpus: list[str], local_feed: LocalFeed |
         kill_process_group(proc, 0.5)
         try:
             os.remove(pid_file)
-        except OSError:
-            pass
+        except OSError as e:
+            log.debug("could not remove the pid record %s: %s", pid_file, e)
         shutil.rmtree(workdir, ignore_errors=True)
         if conn is not None:
             conn.close()

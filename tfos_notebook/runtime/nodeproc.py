@@ -10,13 +10,13 @@ import queue
 import subprocess
 import sys
 import threading
-import time
 from typing import TYPE_CHECKING
 
 from . import channel
 from . import messages as m
 from .ctx import tf_keras_installed
 from .errors import ChannelError
+from .timeouts import Deadline
 
 if TYPE_CHECKING:
     from .feed.instage import LocalFeed
@@ -43,10 +43,10 @@ class Forwarder:
         done = False
         while not done:
             lines, reports = [], []
-            deadline = time.monotonic() + LOG_FLUSH_SECONDS
-            while time.monotonic() < deadline and len(lines) < 500:
+            window = Deadline(LOG_FLUSH_SECONDS)
+            while not window.expired and len(lines) < 500:
                 try:
-                    item = self.q.get(timeout=max(0.0, deadline - time.monotonic()))
+                    item = self.q.get(timeout=window.remaining())
                 except queue.Empty:
                     break
                 if item is None:

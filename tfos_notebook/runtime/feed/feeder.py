@@ -26,6 +26,7 @@ from ..errors import FeedError, FeedTimeout, SparkJobError, TFOSError
 from ..events import EpochFed, FeedPlanned, FeedProgress
 from ..messages import FeedReport, FeedServing
 from ..spark import error_summary
+from ..timeouts import Deadline
 from .codec import batch_bytes, empty_stream, rows_to_batch, schema_for_sample
 from .protocol import CONNECTION_ERRORS, tell
 from .tasks import RECORD_DDL, TASK_TIMEOUT_MARGIN, InferFeed, TrainFeed
@@ -120,18 +121,18 @@ class Feeder:
 
     def wait_for_feeds(self, timeout: float) -> list[tuple[str, int]]:
         """The data-feed address of every training node, waiting up to ``timeout`` seconds."""
-        deadline = time.monotonic() + timeout
+        deadline = Deadline(timeout)
         with self._cond:
             while True:
                 missing = [nd for nd in self.trainers() if nd.task not in self._addresses]
                 if not missing:
                     return [self._addresses[nd.task] for nd in self.trainers()]
                 self._raise_if_run_ended()
-                if time.monotonic() >= deadline:
+                if deadline.expired:
                     raise FeedTimeout(f"nodes {[nd.name for nd in missing]} did not open their data feed within "
                                       f"{timeout:.0f}s: their function has not started (see their logs), or the run "
                                       "was not started with input_mode='spark'")
-                self._cond.wait(0.25)
+                self._cond.wait(min(0.25, deadline.remaining()))
 
     def _raise_if_run_ended(self) -> None:
         if self.run.error is not None:
@@ -162,9 +163,7 @@ class Feeder:
     def _ends_soon(self, nd, within: float = 10.0) -> bool:
         """Whether ``nd`` has ended or does within ``within`` seconds: a node whose function just
         returned closes its feed a moment before the driver hears of the result."""
-        deadline = time.monotonic() + within
-        while not nd.state.terminal and time.monotonic() < deadline and self.run.error is None:
-            time.sleep(0.1)
+        Deadline(within).wait_until(lambda: nd.state.terminal or self.run.error is not None, interval=0.1)
         return nd.state.terminal
 
     # -- train -----------------------------------------------------------------------------------------
