@@ -151,7 +151,7 @@ def train(body: str, options: TrainOptions, user_ns: MutableMapping[str, Any], *
         return run_local(cell, options)
     monitor = choose_monitor(options.monitor, shell)
     spark = spark or notebook_spark(options.num_nodes, say)
-    run = Run(spark.sparkContext, cell, options.cell_args(), options.num_nodes, num_ps=options.ps,
+    run = Run(spark, cell, options.cell_args(), options.num_nodes, num_ps=options.ps,
               eval_node=options.evaluator, log_dir=options.logdir, model_dir=options.model_dir,
               reservation_timeout=options.reservation_timeout, gpus_per_node=options.gpus, name=options.name,
               input_mode=options.input_mode)

@@ -65,7 +65,7 @@ class TrainRun:
         """Kill processes of earlier runs on the executors (this run's are left alone); a report."""
         from .diagnostics import cleanup_report
 
-        return cleanup_report(self.run.sc, exclude_runs={self.run_id}, kill=True)
+        return cleanup_report(self.run.backend, exclude_runs={self.run_id}, kill=True)
 
     # -- the run ---------------------------------------------------------------------------------
     @property

@@ -78,7 +78,6 @@ class Run:
         self.roles = plan_roles(num_nodes, num_ps, master_node, eval_node)
         if input_mode not in ("tensorflow", "spark"):
             raise ConfigError(f"input_mode must be 'tensorflow' or 'spark', got {input_mode!r}")
-        self.sc = sc
         self.backend = backend_for(sc)
         self.main_fun, self.args = main_fun, args
         self.input_mode = input_mode

@@ -134,6 +134,11 @@ class SparkBackend(ABC):
         """The driver address executors reach (where the control server binds)."""
         return self.conf("spark.driver.host") or "127.0.0.1"
 
+    def driver_gpus(self) -> list[str]:
+        """GPU addresses Spark's resources give the driver process itself (none where this process
+        is not the driver, as with a Spark Connect client)."""
+        return []
+
     @abstractmethod
     def default_fs(self) -> str:
         """Hadoop's ``fs.defaultFS`` (``file:///`` when unknown): ``ctx.defaultFS`` on the nodes."""
