@@ -53,6 +53,7 @@ ANCHOR = ("tfos-row", "tfos-chunk")
 ROWS = ("ceiling", "spark-arrow", "spark-noop-rdd", *OURS, *INSTAGE, "tfos-chunk", "tfos-row")
 LAUNCH = {"launch-ours-instage": "ours: TFCluster.run returns (the gang waits for train's data)",
           "ready-ours-instage-datafeed": "ours: TFCluster.run + train() until every node registered",
+          "ready-ours-instage-df": "ours: Run.start(df) until every node registered",
           "launch-tfos-row": "TFoS 2.2.5: TFCluster.run (until every node registered)",
           "launch-tfos-chunk": "TFoS 2.2.5: TFCluster.run (64 rows per put run)"}
 SPREAD = {"spread-ours-instage-datafeed": "ours: dealing the RDD out to the nodes (shuffle, once)",
