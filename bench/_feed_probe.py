@@ -233,6 +233,7 @@ def main() -> None:
             run.start(data, epochs=opts.epochs).wait(1800)
         extra[f"ready-{opts.impl}"] = [run.events.events(ClusterReady)[0].t - wall0]
         rates = list(run.results.values())
+        extra[f"{opts.impl}-first"] = [node[0] for node in rates if node]  # the epoch read from Spark
     else:
         from tfos_notebook import Run
 
