@@ -63,8 +63,8 @@ LABELS = {
     "spark-noop-rdd": "Spark's no-op pass over the RDD",
     "ours-instage-df": "ours in-stage: DataFrame -> ctx.dataset",
     "ours-instage-datafeed": "ours in-stage: TFoS program, DataFeed",
-    "ours-instage-df-first": "  of which epoch 1 (from Spark)",
-    "ours-instage-datafeed-first": "  of which epoch 1 (from Spark)",
+    "ours-instage-df-first": "ours in-stage: DataFrame, epoch 1 (from Spark)",
+    "ours-instage-datafeed-first": "ours in-stage: DataFeed, epoch 1 (from Spark)",
     "ceiling": "tf.data from memory (ceiling)",
     "spark-arrow": "Spark's Arrow read alone (no-op)",
     "ours-df": "ours: DataFrame -> ctx.dataset",
@@ -95,7 +95,7 @@ def plot(medians: dict[str, float], path: Path, note: str) -> None:
     import matplotlib.pyplot as plt
 
     order = [k for k in ROWS if k in medians]
-    colors = {"ceiling": "#888888", "spark-arrow": "#bbbbbb", "tfos-row": "#d62728", "tfos-chunk": "#ff9896"}
+    colors = {"ceiling": "#888888", "spark-arrow": "#bbbbbb", "spark-noop-rdd": "#bbbbbb", "tfos-row": "#d62728", "tfos-chunk": "#ff9896"}
     fig, ax = plt.subplots(figsize=(8, 3.6))
     values = [medians[k] for k in order]
     ax.barh([LABELS[k] for k in order], values, color=[colors.get(k, "#1f77b4") for k in order])
