@@ -22,8 +22,10 @@ from ..runtime.events import (
     Step,
     TaskState,
 )
+from .logfilter import is_noise
 
 MAX_LOG_LINES = 200
+MAX_CURVE_POINTS = 400
 
 
 @dataclass
@@ -41,6 +43,15 @@ class TaskRow:
     detail: str = ""
     step: int | None = None
     metrics: dict[str, float] = field(default_factory=dict)
+    curves: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+
+    def add_point(self, step: int, metrics: dict[str, float]) -> None:
+        """Keep ``(step, value)`` of each metric; past ``MAX_CURVE_POINTS`` every other old point goes."""
+        for name, value in metrics.items():
+            points = self.curves.setdefault(name, [])
+            points.append((step, value))
+            if len(points) > MAX_CURVE_POINTS:
+                points[:] = points[:-1:2] + points[-1:]
 
     @property
     def name(self) -> str:
@@ -52,7 +63,11 @@ class TaskRow:
 
 
 class RunView:
-    """A run's state for display: header, reservations, task rows, recent log lines, findings.
+    """A run's state for display: header, reservations, task rows with their metric curves, recent
+    log lines, findings.
+
+    ``logs`` keeps every recent line; ``quiet_logs`` the same less TensorFlow's known notices
+    (``logfilter.is_noise``), of which ``noise_count`` were seen.
 
     Args:
         name: the run's name. run_id: its id.
@@ -66,7 +81,9 @@ class RunView:
         self.attempt = 0
         self.rows: dict[int, TaskRow] = {}
         self.logs: deque[str] = deque(maxlen=max_logs)
+        self.quiet_logs: deque[str] = deque(maxlen=max_logs)
         self.log_count = 0
+        self.noise_count = 0
         self.findings: list = []
         self.error = ""
         self.started_at: float | None = None
@@ -123,9 +140,15 @@ class RunView:
         elif isinstance(e, Step):
             row = self._row(e)
             row.step, row.metrics = e.step, dict(e.metrics)
+            row.add_point(e.step, e.metrics)
         elif isinstance(e, Log):
-            self.logs.append(f"[{e.role}:{e.index}] {e.line}")
+            line = f"[{e.role}:{e.index}] {e.line}"
+            self.logs.append(line)
             self.log_count += 1
+            if is_noise(e.line):
+                self.noise_count += 1
+            else:
+                self.quiet_logs.append(line)
         elif isinstance(e, FindingRaised):
             self.findings.append(e.finding)
 
