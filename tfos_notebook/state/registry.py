@@ -50,6 +50,9 @@ class RunRecord:
         step, loss: the last progress a node reported.
         curve: ``(step, loss)`` points across the run so far, at most ``MAX_CURVE_POINTS``
             (thinned evenly as the run goes on). findings: how many diagnoses the run raised.
+        kind: ``training``, or ``evaluation`` for a ``%%tfos_evaluate`` of the run ``parent``
+            (its states: ``waiting``, ``evaluating``, then ``finished``, ``failed`` or
+            ``stopped``); metrics: the latest metrics an evaluation returned, at ``step``.
     """
 
     run_id: str
@@ -75,6 +78,9 @@ class RunRecord:
     loss: float | None = None
     curve: tuple[tuple[int, float], ...] = ()
     findings: int = 0
+    kind: str = "training"
+    parent: str | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
 
     @property
     def ended(self) -> bool:
