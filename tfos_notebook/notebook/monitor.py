@@ -17,7 +17,7 @@ from typing import Any
 from ..runtime.events import Event
 from .curves import curves_html
 from .panel import DEFAULT_HEIGHT, TensorBoardPanel
-from .view import RunView, TaskRow, format_duration
+from .view import RunView, TaskRow, format_duration, format_gpus
 
 STATE_COLOURS = {
     "starting": "#6b7280", "reserving": "#b45309", "scheduled": "#6b7280", "registered": "#2563eb",
@@ -45,7 +45,7 @@ def header_html(view: RunView, now: float | None = None) -> str:
 def _task_cells(row: TaskRow) -> tuple[str, ...]:
     loss = row.loss
     return (row.name, row.host or "-", row.executor_id or "-", str(row.port) if row.port else "-",
-            ",".join(row.gpus) or "-", row.state, "-" if row.step is None else str(row.step),
+            format_gpus(row), row.state, "-" if row.step is None else str(row.step),
             "-" if loss is None else f"{loss:.4g}")
 
 

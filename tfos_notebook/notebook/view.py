@@ -14,6 +14,7 @@ from ..runtime.events import (
     Event,
     FindingRaised,
     GpuAssigned,
+    GpuStats,
     LaunchSubmitted,
     Log,
     Registered,
@@ -44,6 +45,7 @@ class TaskRow:
     step: int | None = None
     metrics: dict[str, float] = field(default_factory=dict)
     curves: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+    gpu_stats: tuple[tuple[str, int, int, int], ...] = ()
 
     def add_point(self, step: int, metrics: dict[str, float]) -> None:
         """Keep ``(step, value)`` of each metric; past ``MAX_CURVE_POINTS`` every other old point goes."""
@@ -109,7 +111,7 @@ class RunView:
         end = self.finished_at if self.finished_at is not None else (now if now is not None else time.time())
         return max(0.0, end - self.started_at)
 
-    def _row(self, e: Registered | GpuAssigned | TaskState | Step) -> TaskRow:
+    def _row(self, e: Registered | GpuAssigned | GpuStats | TaskState | Step) -> TaskRow:
         if e.task not in self.rows:
             self.rows[e.task] = TaskRow(e.task, e.role, e.index)
         return self.rows[e.task]
@@ -134,6 +136,8 @@ class RunView:
             row.gpus = e.gpus or row.gpus
         elif isinstance(e, GpuAssigned):
             self._row(e).gpus = e.addresses
+        elif isinstance(e, GpuStats):
+            self._row(e).gpu_stats = e.gpus
         elif isinstance(e, TaskState):
             row = self._row(e)
             row.state, row.detail = e.state, e.detail
@@ -151,6 +155,22 @@ class RunView:
                 self.quiet_logs.append(line)
         elif isinstance(e, FindingRaised):
             self.findings.append(e.finding)
+
+
+def format_gpus(row: TaskRow) -> str:
+    """The node's GPUs: ``no GPU`` on a CPU node; each address, with utilisation and memory where
+    the node's NVML reported them (``0: 87% 3.1/16 GiB``)."""
+    if not row.gpus and not row.gpu_stats:
+        return "no GPU"
+    stats = {address: (util, used, total) for address, util, used, total in row.gpu_stats}
+    parts = []
+    for address in row.gpus or tuple(stats):
+        if address in stats:
+            util, used, total = stats[address]
+            parts.append(f"{address}: {util}% {used / 1024:.1f}/{total / 1024:.0f} GiB")
+        else:
+            parts.append(address)
+    return ", ".join(parts)
 
 
 def format_duration(seconds: float) -> str:

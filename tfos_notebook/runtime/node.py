@@ -29,6 +29,7 @@ from . import channel
 from . import messages as m
 from .ctx import FOREGROUND_ROLES, NodeContext, is_shared_logdir, node_dir_name, tf_config, tf_keras_installed
 from .errors import ChannelError
+from .gpusampler import GpuSampler
 from .logship import LogShipper
 from .orphans import kill_attempts_before, pid_dir
 from .procs import kill_process_group
@@ -258,7 +259,11 @@ def run_node(plan: NodePlan, task: int, gpus: list[str]) -> dict:
         proc.stdin.close()
         conn.send(m.encode(m.NodeStateReport("running", proc.pid)))
         started.set()
-        return _supervise(plan, task, proc, status_r, result_path, conn, log_dir if ship_logs else None, reporter)
+        sampler = GpuSampler(conn, gpus).start()
+        try:
+            return _supervise(plan, task, proc, status_r, result_path, conn, log_dir if ship_logs else None, reporter)
+        finally:
+            sampler.stop()
     finally:
         kill_process_group(proc, 0.5)
         try:
