@@ -21,15 +21,17 @@ export const TENSORBOARD_SANDBOX = [
 /** How often an open, visible TensorBoard panel reloads TensorBoard's data (milliseconds). */
 export const LIVE_RELOAD_MS = 2000;
 
+/**
+ * The dashboard a panel opens at. Without one TensorBoard picks the first dashboard with data when
+ * the page loads, which for a panel opened as the run starts is Keras's model graph, and keeps it.
+ */
+export const TENSORBOARD_DASHBOARD = '#timeseries';
+
 /** TensorBoard's own reload button (its page header), pressed to reload the data now. */
 export const TENSORBOARD_RELOAD_BUTTON = 'app-header-reload button.reload-button';
 
-/** What TensorBoard's page says when it loaded before there was any data. */
-export const TENSORBOARD_NO_DATA = 'No dashboards are active';
-
-/** Least time between two fresh loads of a TensorBoard page that has no data yet (milliseconds). */
-export const EMPTY_RELOAD_MS = 4000;
-
+/** The class TensorBoard gives its reload button while a load is under way. */
+export const TENSORBOARD_LOADING = 'loading';
 /** How often the runs sidebar asks the server for the runs (milliseconds). */
 export const POLL_INTERVAL_MS = 2000;
 
