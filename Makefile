@@ -81,7 +81,10 @@ chromium:
 	elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then sudo apt-get update -q && sudo apt-get install -y -q chromium; \
 	else echo "WARNING: no $(CHROMIUM) and no root to install it: the JupyterLab browser test will be skipped"; fi
 
-# JupyterLab on the example notebooks, with this checkout's extension (rebuilt when edited).
+# JupyterLab on the example notebooks, with this checkout's extension (rebuilt when edited). As root
+# (a container) Jupyter refuses to start without --allow-root, so it is passed then.
+ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
+
 lab: $(STAMP) $(LABEXT_BUILT)
 	mkdir -p build/labextensions && ln -sfn "$(CURDIR)/tfos_notebook/labextension" build/labextensions/tfos-notebook
-	$(VENV)/bin/jupyter lab --notebook-dir=example_notebooks --LabApp.extra_labextensions_path="$(CURDIR)/build/labextensions"
+	$(VENV)/bin/jupyter lab $(ALLOW_ROOT) --notebook-dir=example_notebooks --LabApp.extra_labextensions_path="$(CURDIR)/build/labextensions"

@@ -21,6 +21,12 @@ export class RunsApi {
     return this.request<IRun>(`runs/${encodeURIComponent(which)}`);
   }
 
+  /** Remove the ended runs from the registry; how many went. */
+  async clearEnded(): Promise<number> {
+    const data = await this.request<{ cleared: number }>('runs', { method: 'DELETE' });
+    return data.cleared;
+  }
+
   /** Ask the kernel that owns the run to stop it. */
   stopRun(which: string): Promise<IRun> {
     return this.request<IRun>(`runs/${encodeURIComponent(which)}/stop`, {

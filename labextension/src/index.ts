@@ -70,9 +70,21 @@ const plugin: JupyterFrontEndPlugin<void> = {
       }
     };
 
+    const clearEnded = async (): Promise<void> => {
+      try {
+        const cleared = await api.clearEnded();
+        Notification.info(`Cleared ${cleared} ended run${cleared === 1 ? '' : 's'}.`, {
+          autoClose: 3000
+        });
+      } catch (error) {
+        Notification.error(`Cannot clear the ended runs: ${(error as Error).message}`);
+      }
+    };
+
     const sidebar = new RunsSidebar(api, {
       openTensorBoard: run => void openTensorBoard(run.run_id),
-      stop: stopRun
+      stop: stopRun,
+      clearEnded
     });
     sidebar.title.icon = listIcon;
     app.shell.add(sidebar, 'left', { rank: 900 });

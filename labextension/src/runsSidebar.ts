@@ -3,22 +3,26 @@ import { Widget } from '@lumino/widgets';
 
 import { RunsApi } from './api';
 import { RunsApiError } from './errors';
+import { formatDuration, sparkline } from './sparkline';
 import { IRun, POLL_INTERVAL_MS, RUNS_SIDEBAR_ID } from './tokens';
 
 /** What the sidebar's buttons ask of the plugin. */
 export interface IRunActions {
   openTensorBoard(run: IRun): void;
   stop(run: IRun): Promise<void>;
+  clearEnded(): Promise<void>;
 }
 
 /**
- * The left-area list of runs: name, state, last step and loss, and the actions open TensorBoard
- * and stop. Polls the REST API while it is visible; says so plainly when the server has no
- * tfos_notebook extension.
+ * The left-area list of runs: name, state, a findings badge, node count and elapsed time, last
+ * step and loss with a small loss curve, and the actions that apply (TensorBoard while the run has
+ * one, Stop while it goes on); a button clears the ended runs. Polls the REST API while it is
+ * visible; says so plainly when the server has no tfos_notebook extension.
  */
 export class RunsSidebar extends Widget {
   private readonly list = document.createElement('ul');
   private readonly message = document.createElement('div');
+  private readonly clear = document.createElement('button');
   private readonly poll: Poll;
   private _runs: IRun[] = [];
 
@@ -30,8 +34,19 @@ export class RunsSidebar extends Widget {
     this.id = RUNS_SIDEBAR_ID;
     this.addClass('tfos-RunsSidebar');
     this.title.caption = 'TFOS runs';
-    const header = document.createElement('h2');
-    header.textContent = 'TFOS runs';
+    const header = document.createElement('div');
+    header.className = 'tfos-RunsSidebar-header';
+    const title = document.createElement('h2');
+    title.textContent = 'TFOS runs';
+    this.clear.className = 'jp-mod-styled tfos-RunsSidebar-clear';
+    this.clear.textContent = 'Clear ended';
+    this.clear.title = 'Remove the finished, failed, stopped and lost runs from the list';
+    this.clear.addEventListener('click', async () => {
+      this.clear.disabled = true;
+      await this.actions.clearEnded();
+      await this.refresh();
+    });
+    header.append(title, this.clear);
     this.message.className = 'tfos-RunsSidebar-message';
     this.list.className = 'tfos-RunsSidebar-list';
     this.node.append(header, this.message, this.list);
@@ -85,13 +100,23 @@ export class RunsSidebar extends Widget {
     this.message.classList.toggle('tfos-mod-error', isError);
   }
 
+  /** The runs in order, each evaluation right after the run it evaluates. */
+  private ordered(): IRun[] {
+    const ids = new Set(this._runs.map(run => run.run_id));
+    const beside = (run: IRun) => run.kind === 'evaluation' && run.parent && ids.has(run.parent);
+    return this._runs
+      .filter(run => !beside(run))
+      .flatMap(run => [run, ...this._runs.filter(e => beside(e) && e.parent === run.run_id)]);
+  }
+
   private render(): void {
-    this.list.replaceChildren(...this._runs.map(run => this.row(run)));
+    this.list.replaceChildren(...this.ordered().map(run => this.row(run)));
+    this.clear.disabled = !this._runs.some(run => run.ended);
   }
 
   private row(run: IRun): HTMLLIElement {
     const item = document.createElement('li');
-    item.className = `tfos-RunRow tfos-mod-${run.state}`;
+    item.className = `tfos-RunRow tfos-mod-${run.state} tfos-mod-${run.kind ?? 'training'}`;
     item.dataset.runId = run.run_id;
     const name = document.createElement('span');
     name.className = 'tfos-RunRow-name';
@@ -103,29 +128,59 @@ export class RunsSidebar extends Widget {
     if (run.error) {
       state.title = run.error;
     }
-    const metrics = document.createElement('span');
-    metrics.className = 'tfos-RunRow-metrics';
-    metrics.textContent = [
-      run.step !== null ? `step ${run.step}` : '',
-      run.loss !== null ? `loss ${run.loss.toPrecision(3)}` : ''
+    if (run.findings) {
+      const badge = document.createElement('span');
+      badge.className = 'tfos-RunRow-findings';
+      badge.textContent = `${run.findings} finding${run.findings > 1 ? 's' : ''}`;
+      badge.title = 'Diagnoses the run raised: its monitor in the notebook lists them with fixes';
+      state.append(badge);
+    }
+    const details = document.createElement('span');
+    details.className = 'tfos-RunRow-details';
+    const end = run.ended_at ?? (run.ended ? null : Date.now() / 1000);
+    details.textContent = [
+      run.kind === 'evaluation'
+        ? 'evaluation'
+        : `${run.num_nodes} node${run.num_nodes === 1 ? '' : 's'}`,
+      run.started_at !== null && end !== null ? formatDuration(end - run.started_at) : ''
     ]
       .filter(Boolean)
+      .join(' · ');
+    const curve = document.createElement('span');
+    curve.className = 'tfos-RunRow-curve';
+    const line = sparkline(run.curve ?? []);
+    if (line) {
+      curve.append(line);
+    }
+    const metrics = document.createElement('span');
+    metrics.className = 'tfos-RunRow-metrics';
+    const values = Object.keys(run.metrics ?? {}).length
+      ? Object.entries(run.metrics).map(([k, v]) => `${k} ${v.toPrecision(3)}`)
+      : [run.loss !== null ? `loss ${run.loss.toPrecision(3)}` : ''];
+    metrics.textContent = [run.step !== null ? `step ${run.step}` : '', ...values]
+      .filter(Boolean)
       .join('  ');
-    const open = this.button('TensorBoard', 'tfos-RunRow-tensorboard', () =>
-      this.actions.openTensorBoard(run)
-    );
-    open.disabled = !run.tensorboard_url;
-    open.title = run.tensorboard_url ? "Open the run's TensorBoard" : 'This run has no TensorBoard';
-    const stop = this.button('Stop', 'tfos-RunRow-stop', async () => {
-      stop.disabled = true;
-      await this.actions.stop(run);
-      await this.refresh();
-    });
-    stop.disabled = run.ended;
+    // Only the actions that apply: TensorBoard while the run has one, Stop while it goes on (an
+    // evaluation's curves are in its run's TensorBoard, and it is stopped from its notebook).
     const actions = document.createElement('span');
     actions.className = 'tfos-RunRow-actions';
-    actions.append(open, stop);
-    item.append(name, state, metrics, actions);
+    const training = run.kind !== 'evaluation';
+    if (training && run.tensorboard_url) {
+      const open = this.button('TensorBoard', 'tfos-RunRow-tensorboard', () =>
+        this.actions.openTensorBoard(run)
+      );
+      open.title = "Open the run's TensorBoard";
+      actions.append(open);
+    }
+    if (training && !run.ended) {
+      const stop = this.button('Stop', 'tfos-RunRow-stop', async () => {
+        stop.disabled = true;
+        await this.actions.stop(run);
+        await this.refresh();
+      });
+      actions.append(stop);
+    }
+    item.append(name, state, details, curve, metrics, actions);
     return item;
   }
 

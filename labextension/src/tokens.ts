@@ -18,6 +18,20 @@ export const TENSORBOARD_SANDBOX = [
   'allow-forms'
 ] as const;
 
+/** How often an open, visible TensorBoard panel reloads TensorBoard's data (milliseconds). */
+export const LIVE_RELOAD_MS = 2000;
+
+/**
+ * The dashboard a panel opens at. Without one TensorBoard picks the first dashboard with data when
+ * the page loads, which for a panel opened as the run starts is Keras's model graph, and keeps it.
+ */
+export const TENSORBOARD_DASHBOARD = '#timeseries';
+
+/** TensorBoard's own reload button (its page header), pressed to reload the data now. */
+export const TENSORBOARD_RELOAD_BUTTON = 'app-header-reload button.reload-button';
+
+/** The class TensorBoard gives its reload button while a load is under way. */
+export const TENSORBOARD_LOADING = 'loading';
 /** How often the runs sidebar asks the server for the runs (milliseconds). */
 export const POLL_INTERVAL_MS = 2000;
 
@@ -34,7 +48,7 @@ export const TENSORBOARD_TRACKER = 'tfos-tensorboard';
 /** Id of the runs sidebar (its key in the layout restorer's state). */
 export const RUNS_SIDEBAR_ID = 'tfos-runs-sidebar';
 
-/** A run's states, as the registry names them. */
+/** A run's states, as the registry names them (an evaluation's: waiting, evaluating, then ended). */
 export type RunState =
   | 'reserving'
   | 'running'
@@ -44,7 +58,9 @@ export type RunState =
   | 'finished'
   | 'failed'
   | 'stopped'
-  | 'lost';
+  | 'lost'
+  | 'waiting'
+  | 'evaluating';
 
 /** One run of the registry, as `GET tfos-notebook/api/runs` sends it. */
 export interface IRun {
@@ -60,6 +76,16 @@ export interface IRun {
   ended_at: number | null;
   step: number | null;
   loss: number | null;
+  /** `[step, loss]` across the run so far (bounded, thinned evenly). */
+  curve: [number, number][];
+  /** How many diagnoses the run raised (an evaluation: checkpoints it failed on). */
+  findings: number;
+  /** `training`, or `evaluation` (a `%%tfos_evaluate` of the run `parent`). */
+  kind: 'training' | 'evaluation';
+  parent: string | null;
+  /** An evaluation's latest metrics, at `step`. */
+  metrics: Record<string, number>;
   error: string | null;
+  /** null without a TensorBoard, or when it went with the run's kernel (lost). */
   tensorboard_url: string | null;
 }

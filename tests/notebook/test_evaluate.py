@@ -196,3 +196,37 @@ def test_evaluate_magic_reports_a_cell_error_at_its_line_and_an_unknown_run_conc
     assert bad.error_in_exec._render_traceback_()[0].startswith("ConfigError: no run named 'nosuchrun'")
     syntax = ip.run_cell("%%tfos_evaluate magicrun2\nreturn {'a': 1\n")
     assert "syntax error in the cell at line 2" in str(syntax.error_in_exec)
+
+
+def test_an_evaluation_has_a_registry_record_beside_its_run_with_its_state_and_latest_metrics(tmp_path):
+    record = _run(tmp_path, state="finished", ended_at=time.time())
+    for step in (1, 2):
+        _checkpoint(record.model_dir, step)
+    ev = evaluate_run("digits", complete_checkpoint_metrics, every=0.1, settle=0.2, say=lambda line: None)
+    ev.wait(timeout=30)
+    entry = registry.get_run(f"{record.run_id}-eval")
+    assert (entry.kind, entry.parent, entry.name, entry.state) == ("evaluation", record.run_id, "eval of digits",
+                                                                   "finished")
+    assert entry.step == 2 and entry.metrics == {"accuracy": 0.2, "loss": 0.5} and entry.loss == 0.5
+    assert entry.curve == ((1, 1.0), (2, 0.5)) and entry.ended and entry.ended_at is not None
+    assert registry.get_run("digits").kind == "training"  # the run itself is still found by its name
+
+
+def test_the_evaluation_monitor_shows_state_curves_and_lines(tmp_path):
+    from tfos_notebook.notebook.evalmonitor import EvaluationMonitor
+
+    record = _run(tmp_path, state="finished", ended_at=time.time())
+    for step in (1, 2, 3):
+        _checkpoint(record.model_dir, step)
+    monitor = EvaluationMonitor()
+    ev = evaluate_run("digits", complete_checkpoint_metrics, every=0.1, settle=0.2, say=monitor.say)
+    ev.monitor, monitor.evaluation = monitor, ev
+    ev.wait(timeout=30)
+    monitor.refresh()
+    assert "eval</b> of run <b>digits</b>" in monitor.header.value and ">finished<" in monitor.header.value
+    assert "3 checkpoints evaluated" in monitor.header.value
+    assert 'data-metric="loss"' in monitor.curves.value and 'data-metric="accuracy"' in monitor.curves.value
+    assert "finished: 3 checkpoints evaluated, 0 failed" in monitor.lines.value
+    bundle = ev._repr_mimebundle_()
+    assert bundle["application/vnd.jupyter.widget-view+json"]["model_id"] == monitor.widget.model_id
+    assert bundle["text/plain"].startswith("evaluation eval of run digits: finished, 3 checkpoints")

@@ -201,3 +201,25 @@ def test_a_relaunch_shows_its_attempt_and_starts_the_rows_afresh():
     text = TextMonitor("digits", RUN, write=lines.append)
     text.update([LaunchSubmitted(RUN, num_tasks=2, roles=("chief:0", "worker:0"), attempt=1)])
     assert any("launching 2 nodes again (attempt 2)" in line for line in lines)
+
+
+def test_widget_draws_each_nodes_metrics_as_curves_from_the_steps():
+    monitor = Monitor("digits", RUN, on_stop=lambda: None)
+    assert monitor.curves.value == ""
+    monitor.update(two_node_run(steps=30))
+    svg = monitor.curves.value
+    assert svg.count("<svg") == 1 and 'data-metric="loss"' in svg
+    points = re.findall(r'data-node="(\w+:\d)" points="([^"]+)"', svg)
+    assert [node for node, _ in points] == ["chief:0", "worker:0"]
+    assert all(len(coords.split()) == 30 for _, coords in points)
+    assert "loss 0.0333" in svg and "max 1" in svg and "step 29" in svg
+
+
+def test_curves_keep_a_bounded_number_of_points_spanning_the_whole_run():
+    from tfos_notebook.notebook.view import MAX_CURVE_POINTS
+
+    view = RunView("r", RUN)
+    for i in range(5000):
+        view.apply(Step(RUN, task=0, role="chief", index=0, step=i, metrics={"loss": 1.0, "accuracy": 0.5}))
+    points = view.rows[0].curves["loss"]
+    assert len(points) <= MAX_CURVE_POINTS and points[0][0] == 0 and points[-1][0] == 4999

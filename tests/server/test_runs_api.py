@@ -112,13 +112,38 @@ async def test_a_run_whose_kernel_died_reads_lost_and_cannot_be_stopped(jp_fetch
     assert code == 409 and "(lost)" in body["message"]
 
 
+async def test_delete_runs_clears_the_ended_runs_and_keeps_those_going(jp_fetch):
+    for i, state in enumerate(["finished", "failed", "stopped", "running"]):
+        put(f"20261122-081000-00000{i}", name=state, state=state)
+    proc = psutil.Popen(["sleep", "0.1"])
+    created = proc.create_time()
+    proc.wait()
+    lost = registry.RunRecord(run_id="20261122-081000-000009", name="lost", state="running", owner_pid=proc.pid,
+                              owner_create_time=created, tensorboard_port=40125, tensorboard_url="/proxy/40125/")
+    write_json_atomic(os.path.join(registry.registry_dir(), f"{lost.run_id}.json"), lost.to_json())
+    listed = {r["name"]: r for r in json.loads((await jp_fetch(*API, "runs")).body)["runs"]}
+    assert listed["lost"]["state"] == "lost" and listed["lost"]["tensorboard_url"] is None  # gone with its kernel
+    response = await jp_fetch(*API, "runs", method="DELETE")
+    assert json.loads(response.body) == {"cleared": 4}
+    assert [r.name for r in registry.list_runs()] == ["running"]
+
+
+def test_a_record_keeps_a_bounded_loss_curve_spanning_the_run():
+    record = put("20261122-081100-aaaaaa")
+    for step in range(500):
+        record = record.with_point(step, 1.0 / (step + 1))
+    assert len(record.curve) <= registry.MAX_CURVE_POINTS
+    assert record.curve[0] == (0, 1.0) and record.curve[-1] == (499, 1.0 / 500)
+    assert registry.RunRecord.from_json(json.loads(json.dumps(record.to_json()))) == record
+
+
 async def test_version_answers_with_the_package_version(jp_fetch):
     from tfos_notebook import __version__
 
     assert json.loads((await jp_fetch(*API, "version")).body) == {"version": __version__}
 
 
-@pytest.mark.parametrize(("method", "path"), [("GET", ("runs",)), ("GET", ("runs", "known")),
+@pytest.mark.parametrize(("method", "path"), [("GET", ("runs",)), ("DELETE", ("runs",)), ("GET", ("runs", "known")),
                                               ("POST", ("runs", "known", "stop")), ("GET", ("version",))])
 async def test_every_verb_refuses_a_request_without_the_token(jp_fetch, method, path):
     put("20261122-080900-dddddd", name="known")
@@ -156,6 +181,7 @@ async def test_post_stop_stops_a_real_run_in_its_owning_process(jp_fetch, local_
                               registry.get_run("busy").step is not None, 90)
         listed = json.loads((await jp_fetch(*API, "runs")).body)["runs"]
         assert [(r["name"], r["state"]) for r in listed] == [("busy", "running")]
+        assert await wait_for(lambda: len(registry.get_run("busy").curve) >= 3, 30)  # the sidebar's curve
         asked = time.monotonic()
         response = await jp_fetch(*API, "runs", "busy", "stop", method="POST", body=b"")
         assert response.code == 202

@@ -105,7 +105,8 @@ def test_keras_callbacks_write_curves_and_checkpoints_into_a_shared_logdir_mirro
     assert "checkpoint" in checkpoints and any(name.startswith("ckpt-0003") for name in checkpoints)
     reported = [e for e in run.events.events(Step)]
     assert [e.step for e in reported] == [1, 2, 3] and all("loss" in e.metrics for e in reported)
-    source_root = tmp_path / "logs"
+    source_root = tmp_path / "logs" / run.run_id  # the run's own directory: a re-run never mixes in
+    assert run.log_dir == f"{logdir}/{run.run_id}" and os.listdir(tmp_path / "logs") == [run.run_id]
     for dirpath, _dirs, files in os.walk(source_root):
         for name in files:
             rel = os.path.relpath(os.path.join(dirpath, name), source_root)

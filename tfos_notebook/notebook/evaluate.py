@@ -32,8 +32,10 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
+
+import psutil
 
 from ..errors import ConfigError, TFOSError
 from ..runtime.ctx import tf_keras_installed
@@ -84,6 +86,10 @@ class Evaluation:
     A function that fails on one checkpoint is reported (a line with the error; the traceback in
     ``failures``) and the next checkpoint is evaluated anyway; after ``max_failures`` failures in a
     row the evaluation stops and ``wait()`` raises :class:`EvaluationError`.
+
+    The evaluation has a record of its own in the runs registry (kind ``evaluation``, ``parent``
+    the run), kept current with its state and latest metrics, so the runs sidebar shows it beside
+    its run. ``monitor`` is the widget that shows it in the notebook (None for text lines).
     """
 
     def __init__(self, record: Any, fn: Callable[[Checkpoint], Mapping[str, Any]], *, every: float = 10.0,
@@ -102,6 +108,12 @@ class Evaluation:
         self._lookup = lookup or registry.get_run
         self._say_to, self.target = say, target or OutputTarget()
         self._writer = None
+        self.monitor: Any = None
+        self._entry = registry.RunRecord(
+            run_id=f"{record.run_id}-{name}", name=f"{name} of {record.name}", state="waiting",
+            owner_pid=os.getpid(), owner_create_time=psutil.Process().create_time(), host=record.host, kind="evaluation",
+            parent=record.run_id, model_dir=record.model_dir, tensorboard_port=record.tensorboard_port,
+            tensorboard_url=record.tensorboard_url)
         self._stop = threading.Event()
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True, name=f"tfos-eval-{self.run_id}-{name}")
@@ -139,8 +151,25 @@ class Evaluation:
         return list(self.results)
 
     # -- the loop --------------------------------------------------------------------------------
+    def _publish(self, ended: bool = False) -> None:
+        """Write the evaluation's registry record: its state and latest metrics."""
+        changes: dict[str, Any] = {"state": self.state, "findings": len(self.failures)}
+        if self.results:
+            step, metrics = self.results[-1]
+            changes.update(step=step, metrics=metrics, loss=metrics.get("loss"))
+        if self.failures:
+            changes["error"] = self.failures[-1].error
+        if ended:
+            changes["ended_at"] = time.time()
+        self._entry = replace(self._entry, **changes)
+        try:
+            registry.write_record(self._entry)
+        except OSError as e:  # the registry is a view: the evaluation goes on without it
+            log.warning("evaluation of run %s: cannot write its registry record: %s", self.run_name, e)
+
     def _loop(self) -> None:
         _lower_priority()
+        self._publish()
         try:
             self._say(f"watching {self.scanner.model_dir} for checkpoints every {self.every:g}s")
             self._watch()
@@ -153,6 +182,7 @@ class Evaluation:
         finally:
             if self._writer is not None:
                 self._writer.close()
+            self._publish(ended=True)
             self._done.set()
 
     def _watch(self) -> None:
@@ -178,7 +208,9 @@ class Evaluation:
                     return
                 self._stop.wait(min(0.5, self.every))
                 continue
-            self.state = "waiting"
+            if self.state != "waiting":
+                self.state = "waiting"
+                self._publish()
             self._stop.wait(self.every)
         self.state = "stopped"
         self._say(f"stopped after {_checkpoints(len(self.results))}")
@@ -200,6 +232,7 @@ class Evaluation:
 
     def _evaluate(self, checkpoint: Checkpoint) -> None:
         self.state = "evaluating"
+        self._publish()
         try:
             metrics = _metrics(self.fn(checkpoint))
         except Exception as e:
@@ -209,6 +242,7 @@ class Evaluation:
                 text = cell_traceback(text, self.fn.filename)
             failure = EvaluationFailure(checkpoint.step, checkpoint.path, _one_line(e), text)
             self.failures.append(failure)
+            self._publish()
             self._say(f"step {checkpoint.step} failed: {failure.error}")
             if self._failed_in_a_row() >= self.max_failures:
                 self.state = "failed"
@@ -217,6 +251,9 @@ class Evaluation:
             return
         self._write(checkpoint.step, metrics)
         self.results.append((checkpoint.step, metrics))
+        first = metrics.get("loss", next(iter(metrics.values())))
+        self._entry = self._entry.with_point(checkpoint.step, first)
+        self._publish()
         self._say(format_metrics(checkpoint.step, metrics))
 
     def _failed_in_a_row(self) -> int:
@@ -263,6 +300,11 @@ class Evaluation:
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
         p.text(self.summary())
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict:
+        bundle = self.monitor._repr_mimebundle_(**kwargs) if self.monitor is not None else {}
+        bundle["text/plain"] = self.summary()
+        return bundle
 
 
 @dataclass(frozen=True)

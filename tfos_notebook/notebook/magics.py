@@ -18,7 +18,8 @@ from ..errors import ConfigError, TFOSError
 from ..runtime.spark import active_backend
 from ..state import registry
 from . import api, diagnostics, evaluate
-from .frontend import OutputTarget
+from .evalmonitor import EvaluationMonitor
+from .frontend import OutputTarget, choose_monitor
 from .runs import KernelRuns
 
 
@@ -132,13 +133,19 @@ class TFOSMagics(Magics):
         checkpoint and the next one is evaluated; ``--max-failures`` in a row stop it.
         """
         a = parse_argstring(self.tfos_evaluate, line)
+        monitor = EvaluationMonitor() if choose_monitor("auto", self.shell) == "widget" else None
         try:
             fn = evaluate.evaluation_cell(cell, self.shell.user_ns, self.shell.displayhook.prompt_count)
-            return evaluate.evaluate_run(a.run, fn, every=a.every, name=a.name, settle=a.settle,
-                                         max_failures=a.max_failures, latest_only=a.latest_only,
-                                         target=OutputTarget(self.shell))
+            evaluation = evaluate.evaluate_run(a.run, fn, every=a.every, name=a.name, settle=a.settle,
+                                               max_failures=a.max_failures, latest_only=a.latest_only,
+                                               say=monitor.say if monitor else print,
+                                               target=OutputTarget(self.shell))
         except TFOSError as e:
             raise _concise(e) from None
+        if monitor is not None:
+            evaluation.monitor, monitor.evaluation = monitor, evaluation
+            monitor.refresh()
+        return evaluation
 
     @magic_arguments()
     @argument("run", nargs="?", help="name or run id (default: the newest run still going)")

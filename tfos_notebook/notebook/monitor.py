@@ -1,7 +1,8 @@
 """The live monitor of a run, built from core ipywidgets only.
 
 Databricks renders core widgets but often not third-party ones, so everything here is an HTML,
-IntProgress, Button or ToggleButton inside boxes (the TensorBoard panel likewise). The monitor knows nothing of the runtime beyond
+IntProgress, Button or ToggleButton inside boxes (the TensorBoard panel likewise; the metric curves
+are inline SVG). The monitor knows nothing of the runtime beyond
 its events: ``update(batch)`` folds them into a :class:`RunView` and pushes only what changed, each
 widget's changes in one message (``hold_sync``). The Stop button calls back whoever made it.
 """
@@ -14,8 +15,9 @@ from collections.abc import Callable
 from typing import Any
 
 from ..runtime.events import Event
+from .curves import curves_html
 from .panel import DEFAULT_HEIGHT, TensorBoardPanel
-from .view import RunView, TaskRow, format_duration
+from .view import RunView, TaskRow, format_duration, format_gpus
 
 STATE_COLOURS = {
     "starting": "#6b7280", "reserving": "#b45309", "scheduled": "#6b7280", "registered": "#2563eb",
@@ -44,7 +46,7 @@ def header_html(view: RunView, now: float | None = None) -> str:
 def _task_cells(row: TaskRow) -> tuple[str, ...]:
     loss = row.loss
     return (row.name, row.host or "-", row.executor_id or "-", str(row.port) if row.port else "-",
-            ",".join(row.gpus) or "-", row.state, "-" if row.step is None else str(row.step),
+            format_gpus(row), row.state, "-" if row.step is None else str(row.step),
             "-" if loss is None else f"{loss:.4g}")
 
 
@@ -61,16 +63,22 @@ def tasks_html(view: RunView) -> str:
     return f'<table style="border-collapse:collapse"><tr>{head}</tr>{"".join(rows)}</table>'
 
 
-def logs_html(view: RunView) -> str:
+def logs_html(view: RunView, show_noise: bool = False) -> str:
     """The newest log lines the view keeps, as a tail (no scroll box: frontends differ in where
-    they scroll to)."""
-    if not view.logs:
+    they scroll to); TensorFlow's known notices only when ``show_noise``."""
+    lines = list(view.logs if show_noise else view.quiet_logs)
+    if not lines:
         return ""
-    lines = list(view.logs)
-    note = (f'<div style="color:#6b7280;font-size:0.85em">last {len(lines)} of {view.log_count} lines; '
-            "the run's logs() has the rest</div>" if view.log_count > len(lines) else "")
+    shown = view.log_count if show_noise else view.log_count - view.noise_count
+    note = (f'<div style="color:#6b7280;font-size:0.85em">last {len(lines)} of {shown} lines; '
+            "the run's logs() has the rest</div>" if shown > len(lines) else "")
     text = html.escape("\n".join(lines))
     return f'{note}<div style="{LOG_STYLE}"><pre style="margin:0;font-size:0.85em">{text}</pre></div>'
+
+
+def run_curves_html(view: RunView) -> str:
+    """Each node's reported metrics as small charts (empty before the first report)."""
+    return curves_html((row.name, row.curves) for _, row in sorted(view.rows.items()))
 
 
 def findings_html(view: RunView) -> str:
@@ -94,8 +102,9 @@ class Monitor:
         on_stop: called (on a thread of its own) when the Stop button is pressed.
         visible_logs: newest log lines shown in the log area.
 
-    ``widget`` is the root box to display; ``header``, ``progress``, ``tasks``, ``logs``,
-    ``findings``, ``stop_button`` and ``tensorboard_panel`` (a :class:`TensorBoardPanel` whose
+    ``widget`` is the root box to display; ``header``, ``progress``, ``tasks``, ``curves`` (the
+    metrics each node reported, as charts), ``logs`` (TensorFlow's known notices hidden unless
+    ``noise_toggle`` is pressed), ``findings``, ``stop_button`` and ``tensorboard_panel`` (a :class:`TensorBoardPanel` whose
     toggle sits in the header and whose frame is at the bottom) are its parts.
     """
 
@@ -121,13 +130,19 @@ class Monitor:
         self.progress_label = w.Label("0/0")
         self.findings = w.HTML()
         self.tasks = w.HTML()
+        self.curves = w.HTML()
         self.logs = w.HTML()
+        self.noise_toggle = w.ToggleButton(value=False, description="TensorFlow's notices", icon="eye",
+                                           tooltip="Show TensorFlow's own start-up notices in the log area",
+                                           layout=w.Layout(width="auto", display="none"))
         self.widget = w.VBox([
             w.HBox([self.header, self.tensorboard_panel.toggle, self.stop_button]),
             w.HBox([self.progress, self.progress_label]),
-            self.findings, w.HBox([self.cleanup_button, self.cleanup_result]), self.tasks, self.logs, self.tensorboard_panel.frame,
+            self.findings, w.HBox([self.cleanup_button, self.cleanup_result]), self.tasks, self.curves,
+            self.logs, self.noise_toggle, self.tensorboard_panel.frame,
         ])
         self.stop_button.on_click(self._stop_clicked)
+        self.noise_toggle.observe(lambda _change: self.update([]), names="value")
         self.update([])
 
     # -- updates from the pump -----------------------------------------------------------------
@@ -152,7 +167,12 @@ class Monitor:
             getattr(f, "code", "") == "orphan_processes" for f in v.findings)
         self.cleanup_button.layout.display = "" if leftovers else "none"
         self.tasks.value = tasks_html(v)
-        self.logs.value = logs_html(v)
+        self.curves.value = run_curves_html(v)
+        self.logs.value = logs_html(v, self.noise_toggle.value)
+        with self.noise_toggle.hold_sync():
+            self.noise_toggle.layout.display = "" if v.noise_count else "none"
+            self.noise_toggle.description = (f"{'Hide' if self.noise_toggle.value else 'Show'} "
+                                             f"TensorFlow's notices ({v.noise_count})")
         if v.finished:
             with self.stop_button.hold_sync():
                 self.stop_button.disabled = True

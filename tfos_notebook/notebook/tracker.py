@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import psutil
 
-from ..runtime.events import Event, RunFinished, RunStateChanged, Step
+from ..runtime.events import Event, FindingRaised, RunFinished, RunStateChanged, Step
 from ..state import registry
 from ..state.registry import RunRecord
 
@@ -40,6 +40,7 @@ class RunTracker:
         self._on_stop = on_stop or run.stop
         self._lock = threading.Lock()
         self._last_step_write = 0.0
+        self._curve_of: int | None = None
         self._done = threading.Event()
         self.record = RunRecord(
             run_id=run.run_id, name=run.name, state=str(run.state) if run.state != "new" else "reserving",
@@ -77,13 +78,24 @@ class RunTracker:
             changes: dict[str, Any] = {"step": event.step}
             if "loss" in event.metrics:
                 changes["loss"] = float(event.metrics["loss"])
+                if self._curve_of is None:  # the record's curve is one node's: the first that reports
+                    self._curve_of = event.task
+                if event.task == self._curve_of:
+                    changes["point"] = (event.step, changes["loss"])
             self._update(throttle=True, **changes)
+        elif isinstance(event, FindingRaised):
+            self._update(findings=1)
         elif isinstance(event, RunStateChanged):
             self._update(state=event.state)
 
-    def _update(self, throttle: bool = False, **changes: Any) -> None:
+    def _update(self, throttle: bool = False, point: tuple[int, float] | None = None, findings: int = 0,
+                **changes: Any) -> None:
+        """Apply ``changes`` to the record (``point`` added to its curve, ``findings`` to its count)
+        and write it, at most every ``STEP_WRITE_SECS`` when ``throttle``."""
         with self._lock:
-            record = replace(self.record, **changes)
+            record = replace(self.record, findings=self.record.findings + findings, **changes)
+            if point is not None:
+                record = record.with_point(*point)
             if record == self.record:
                 return
             self.record = record

@@ -15,6 +15,7 @@ from ..runtime.events import (
     FeedPlanned,
     FindingRaised,
     GpuAssigned,
+    GpuStats,
     LaunchSubmitted,
     Log,
     Registered,
@@ -23,8 +24,10 @@ from ..runtime.events import (
     Step,
     TaskState,
 )
+from .logfilter import is_noise
 
 MAX_LOG_LINES = 200
+MAX_CURVE_POINTS = 400
 
 
 @dataclass
@@ -42,6 +45,16 @@ class TaskRow:
     detail: str = ""
     step: int | None = None
     metrics: dict[str, float] = field(default_factory=dict)
+    curves: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+    gpu_stats: tuple[tuple[str, int, int, int], ...] = ()
+
+    def add_point(self, step: int, metrics: dict[str, float]) -> None:
+        """Keep ``(step, value)`` of each metric; past ``MAX_CURVE_POINTS`` every other old point goes."""
+        for name, value in metrics.items():
+            points = self.curves.setdefault(name, [])
+            points.append((step, value))
+            if len(points) > MAX_CURVE_POINTS:
+                points[:] = points[:-1:2] + points[-1:]
 
     @property
     def name(self) -> str:
@@ -53,7 +66,11 @@ class TaskRow:
 
 
 class RunView:
-    """A run's state for display: header, reservations, task rows, recent log lines, findings.
+    """A run's state for display: header, reservations, task rows with their metric curves, recent
+    log lines, findings.
+
+    ``logs`` keeps every recent line; ``quiet_logs`` the same less TensorFlow's known notices
+    (``logfilter.is_noise``), of which ``noise_count`` were seen.
 
     Args:
         name: the run's name. run_id: its id.
@@ -67,7 +84,9 @@ class RunView:
         self.attempt = 0
         self.rows: dict[int, TaskRow] = {}
         self.logs: deque[str] = deque(maxlen=max_logs)
+        self.quiet_logs: deque[str] = deque(maxlen=max_logs)
         self.log_count = 0
+        self.noise_count = 0
         self.findings: list = []
         self.error = ""
         self.started_at: float | None = None
@@ -94,7 +113,7 @@ class RunView:
         end = self.finished_at if self.finished_at is not None else (now if now is not None else time.time())
         return max(0.0, end - self.started_at)
 
-    def _row(self, e: Registered | GpuAssigned | TaskState | Step) -> TaskRow:
+    def _row(self, e: Registered | GpuAssigned | GpuStats | TaskState | Step) -> TaskRow:
         if e.task not in self.rows:
             self.rows[e.task] = TaskRow(e.task, e.role, e.index)
         return self.rows[e.task]
@@ -119,19 +138,43 @@ class RunView:
             row.gpus = e.gpus or row.gpus
         elif isinstance(e, GpuAssigned):
             self._row(e).gpus = e.addresses
+        elif isinstance(e, GpuStats):
+            self._row(e).gpu_stats = e.gpus
         elif isinstance(e, TaskState):
             row = self._row(e)
             row.state, row.detail = e.state, e.detail
         elif isinstance(e, Step):
             row = self._row(e)
             row.step, row.metrics = e.step, dict(e.metrics)
+            row.add_point(e.step, e.metrics)
         elif isinstance(e, Log):
-            self.logs.append(f"[{e.role}:{e.index}] {e.line}")
+            line = f"[{e.role}:{e.index}] {e.line}"
+            self.logs.append(line)
             self.log_count += 1
+            if is_noise(e.line):
+                self.noise_count += 1
+            else:
+                self.quiet_logs.append(line)
         elif isinstance(e, FindingRaised):
             self.findings.append(e.finding)
         elif isinstance(e, FeedPlanned):
             self.feed_path = e.path
+
+
+def format_gpus(row: TaskRow) -> str:
+    """The node's GPUs: ``no GPU`` on a CPU node; each address, with utilisation and memory where
+    the node's NVML reported them (``0: 87% 3.1/16 GiB``)."""
+    if not row.gpus and not row.gpu_stats:
+        return "no GPU"
+    stats = {address: (util, used, total) for address, util, used, total in row.gpu_stats}
+    parts = []
+    for address in row.gpus or tuple(stats):
+        if address in stats:
+            util, used, total = stats[address]
+            parts.append(f"{address}: {util}% {used / 1024:.1f}/{total / 1024:.0f} GiB")
+        else:
+            parts.append(address)
+    return ", ".join(parts)
 
 
 def format_duration(seconds: float) -> str:

@@ -16,7 +16,7 @@ from . import messages as m
 from .ctx import FOREGROUND_ROLES, node_dir_name
 from .diagnose import Finding, diagnose_failure
 from .errors import ChannelError, NodeError, ResultError
-from .events import ClusterReady, EventStream, GpuAssigned, Log, Registered, Step, TaskState
+from .events import ClusterReady, EventStream, GpuAssigned, GpuStats, Log, Registered, Step, TaskState
 from .filetail import Chunk
 from .lifecycle import NodeState, node_transition_allowed
 
@@ -153,6 +153,10 @@ class Coordinator:
             self._files(conn, node, msg)
         elif isinstance(msg, (m.FeedServing, m.FeedReport)):
             self.hooks.feed(node, msg)
+        elif isinstance(msg, m.GpuReport):
+            self.events.publish(GpuStats(self.run_id, task=node.task, role=node.role, index=node.index, host=node.host,
+                                         gpus=tuple((g["address"], g["utilization"], g["used_mib"], g["total_mib"])
+                                                    for g in msg.gpus)))
         else:
             raise ChannelError(f"a node cannot send {msg.TYPE!r}")
 

@@ -21,6 +21,15 @@ def is_shared_logdir(path: str | None) -> bool:
     return bool(path) and ("://" in path or path.startswith(("dbfs:", "/dbfs/")))
 
 
+def run_log_dir(log_dir: str | None, run_id: str) -> str | None:
+    """The directory one run writes its events to: ``<log_dir>/<run_id>``, so that a re-run never
+    appends to the curves of the last one, while TensorBoard on ``log_dir`` itself still shows
+    every run side by side (as ``<run_id>/chief_0``...). None stays None (a temporary directory)."""
+    if not log_dir:
+        return None
+    return f"{log_dir.rstrip('/')}/{run_id}"
+
+
 def node_dir_name(role: str, index: int) -> str:
     """The log subdirectory (and TensorBoard run) of one node: ``chief_0``, ``worker_1``..."""
     return f"{role}_{index}"

@@ -61,6 +61,18 @@ class GpuAssigned(Event):
 
 
 @dataclass(frozen=True)
+class GpuStats(Event):
+    """A node's GPUs as NVML last read them: ``gpus`` holds ``(address, utilization percent,
+    used MiB, total MiB)`` per GPU Spark assigned to it (sent every few seconds)."""
+
+    task: int
+    role: str
+    index: int
+    host: str
+    gpus: tuple[tuple[str, int, int, int], ...]
+
+
+@dataclass(frozen=True)
 class ClusterReady(Event):
     """Every node registered; the cluster spec was sent to all of them."""
 

@@ -10,7 +10,10 @@ import csv
 import io
 import shutil
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -46,16 +49,30 @@ def parse_compute_apps(csv_text: str, index_by_uuid: dict[str, str]) -> list[Gpu
     return found
 
 
-def _nvml_processes() -> list[GpuProcess] | None:
+@contextmanager
+def _nvml() -> Iterator[Any]:
+    """NVML initialised (the ``pynvml`` module of nvidia-ml-py), shut down after; None when it
+    does not answer here (not installed, no driver)."""
     try:
         import pynvml  # optional: nvidia-ml-py
     except ImportError:
-        return None
+        yield None
+        return
     try:
         pynvml.nvmlInit()
     except pynvml.NVMLError:
-        return None
+        yield None
+        return
     try:
+        yield pynvml
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def _nvml_processes() -> list[GpuProcess] | None:
+    with _nvml() as pynvml:
+        if pynvml is None:
+            return None
         found = []
         for i in range(pynvml.nvmlDeviceGetCount()):
             handle = pynvml.nvmlDeviceGetHandleByIndex(i)
@@ -64,8 +81,35 @@ def _nvml_processes() -> list[GpuProcess] | None:
             for p in pynvml.nvmlDeviceGetComputeRunningProcesses(handle):
                 found.append(GpuProcess(str(i), uuid, int(p.pid), int((p.usedGpuMemory or 0) // (1 << 20))))
         return found
-    finally:
-        pynvml.nvmlShutdown()
+
+
+@dataclass(frozen=True)
+class GpuStat:
+    """One GPU as NVML reads it: its ``address`` (index), utilisation in percent, memory in MiB."""
+
+    address: str
+    utilization: int
+    used_mib: int
+    total_mib: int
+
+
+def nvml_stats(addresses: list[str]) -> list[GpuStat] | None:
+    """Utilisation and memory of the GPUs at ``addresses`` (device indices, as Spark assigns them),
+    or None when NVML does not answer here (no ``nvidia-ml-py``, no driver, a CPU node)."""
+    with _nvml() as pynvml:
+        if pynvml is None:
+            return None
+        try:
+            found = []
+            for address in addresses:
+                handle = pynvml.nvmlDeviceGetHandleByIndex(int(address))
+                memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
+                rates = pynvml.nvmlDeviceGetUtilizationRates(handle)
+                found.append(GpuStat(address, int(rates.gpu), int(memory.used // (1 << 20)),
+                                     int(memory.total // (1 << 20))))
+            return found
+        except (pynvml.NVMLError, ValueError):
+            return None
 
 
 def gpu_processes(timeout: float = 10.0) -> list[GpuProcess] | None:

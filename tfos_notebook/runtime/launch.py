@@ -21,6 +21,7 @@ from typing import Any
 from . import channel, preflight
 from . import messages as m
 from .coordinator import NodeRecord
+from .ctx import run_log_dir
 from .diagnose import Finding, blockers
 from .errors import ConfigError, PreflightError, RunStopped
 from .events import ClusterReady, EventStream, FeedPlanned, RunFinished
@@ -46,11 +47,12 @@ class Run(SparkFeeding):
         num_nodes: barrier tasks, one per node, ps and evaluator included.
         num_ps: parameter servers; master_node: ``"chief"`` (default), ``"master"`` or None;
         eval_node: add one evaluator.
-        log_dir: the run's log directory. A URI (``hdfs://``, ``dbfs:/``, ``s3a://``, ``file://``...)
-            or ``/dbfs/`` path is shared storage: each node writes to ``<log_dir>/<role>_<index>``
-            there. Any other path (or None: a temporary directory) is on each node's own disk, and
-            the nodes ship what they write there to the driver (see ``set_file_sink``).
-            ``ctx.log_dir`` is the node's own subdirectory.
+        log_dir: where runs keep their events; this run writes to ``<log_dir>/<run_id>`` (its
+            ``log_dir`` attribute), so runs never mix. A URI (``hdfs://``, ``dbfs:/``, ``s3a://``,
+            ``file://``...) or ``/dbfs/`` path is shared storage: each node writes to
+            ``<run's log_dir>/<role>_<index>`` there. Any other path (or None: a temporary
+            directory) is on each node's own disk, and the nodes ship what they write there to the
+            driver (see ``set_file_sink``). ``ctx.log_dir`` is the node's own subdirectory.
         model_dir: handed to the nodes as ``ctx.model_dir``.
         reservation_timeout: seconds for every node to register before the run fails with findings.
         gpus_per_node: GPUs each node needs from Spark's task resources (0: CPU only, or whatever
@@ -85,7 +87,7 @@ class Run(SparkFeeding):
         self.feed_buffer_bytes = int(feed_buffer_mb * (1 << 20)) if input_mode == "spark" else 0
         self.run_id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
         self.name = name or self.run_id
-        self.log_dir, self.model_dir = log_dir, model_dir
+        self.log_dir, self.model_dir = run_log_dir(log_dir, self.run_id), model_dir
         self.reservation_timeout = reservation_timeout
         self.gpus_per_node = gpus_per_node
         self.env = dict(env or {})

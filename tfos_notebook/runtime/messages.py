@@ -220,6 +220,19 @@ class Leftovers(Message):
     CHECKS = {"items": _seq(_record(LEFTOVER_FIELDS))}
 
 
+GPU_FIELDS: dict[str, Check] = {"address": _str, "utilization": _int, "used_mib": _int, "total_mib": _int}
+
+
+@_message
+class GpuReport(Message):
+    """Utilisation (percent) and memory of the node's GPUs as NVML reads them, one map per GPU
+    address Spark assigned (``GPU_FIELDS``)."""
+
+    TYPE = "gpu_stats"
+    gpus: tuple[dict, ...]
+    CHECKS = {"gpus": _seq(_record(GPU_FIELDS))}
+
+
 @_message
 class Result(Message):
     """The node's outcome: ``ok`` with the pickled return value (``value``, of type ``value_type``),

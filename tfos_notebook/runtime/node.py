@@ -29,6 +29,7 @@ from . import channel
 from . import messages as m
 from .ctx import FOREGROUND_ROLES, NodeContext, is_shared_logdir, node_dir_name, tf_config
 from .errors import ChannelError
+from .gpusampler import GpuSampler
 from .logship import LogShipper
 from .nodeproc import Forwarder, pump_lines, pump_status, spawn_child
 from .orphans import kill_attempts_before, pid_dir
@@ -152,8 +153,12 @@ def run_node(plan: NodePlan, task: int, gpus: list[str], local_feed: LocalFeed |
         proc.stdin.close()
         conn.send(m.encode(m.NodeStateReport("running", proc.pid)))
         started.set()
-        return _supervise(plan, task, proc, status_r, result_path, conn, log_dir if ship_logs else None, reporter,
-                          local_feed)
+        sampler = GpuSampler(conn, gpus).start()
+        try:
+            return _supervise(plan, task, proc, status_r, result_path, conn, log_dir if ship_logs else None,
+                              reporter, local_feed)
+        finally:
+            sampler.stop()
     finally:
         kill_process_group(proc, 0.5)
         try:

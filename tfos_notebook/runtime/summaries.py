@@ -70,6 +70,20 @@ def _legacy_keras() -> bool:
     return tf.keras.__name__.split(".")[0] == "tf_keras"
 
 
+class NodeTensorBoard(tf.keras.callbacks.TensorBoard):
+    """Keras's TensorBoard callback, writing on every node into that node's own ``ctx.log_dir``.
+
+    Under a multi-worker strategy tf-keras writes only the chief's summaries where asked; every
+    other node's go to a ``workertemp_<n>`` directory beside them (deleted at the end of training),
+    so a worker's curves would show in TensorBoard as ``worker_0/workertemp_0/train``. Each node
+    here already has a directory of its own, so the callback writes there on every node and the
+    curves read ``worker_0/train``. (Keras 3's callback has no such redirect.)
+    """
+
+    def _get_log_write_dir(self) -> str:
+        return self.log_dir
+
+
 class FlushOnEpoch(tf.keras.callbacks.Callback):
     """Flushes a Keras TensorBoard callback's writers right after it writes epoch summaries.
 
@@ -130,7 +144,7 @@ def keras_callbacks(ctx, tensorboard: bool = True, checkpoint: bool = True, prog
     if backup and ctx.model_dir:
         callbacks.append(tf.keras.callbacks.BackupAndRestore(f"{ctx.model_dir.rstrip('/')}/backup"))
     if tensorboard:
-        board = tf.keras.callbacks.TensorBoard(log_dir=ctx.log_dir, **tensorboard_args)
+        board = NodeTensorBoard(log_dir=ctx.log_dir, **tensorboard_args)
         per_batch = tensorboard_args.get("update_freq", "epoch") != "epoch"
         callbacks += [board, FlushOnBatch(board, flush_secs) if per_batch else FlushOnEpoch(board)]
     if checkpoint and ctx.model_dir:

@@ -3,6 +3,7 @@
 | verb and path          | answer                                                      |
 |------------------------|-------------------------------------------------------------|
 | ``GET runs``           | ``{"runs": [run, ...]}``, newest first                      |
+| ``DELETE runs``        | removes every ended run; ``{"cleared": n}``                 |
 | ``GET runs/<run>``     | one run (by run id or name), with its TensorBoard URL       |
 | ``POST runs/<run>/stop`` | asks the owning kernel to stop the run; 202 with the run  |
 | ``GET version``        | ``{"version": ...}``                                        |
@@ -45,13 +46,19 @@ class _RegistryHandler(APIHandler):
 
 
 class RunsHandler(_RegistryHandler):
-    """``GET runs``: every run in the registry, newest first."""
+    """``GET runs``: every run in the registry, newest first; ``DELETE runs``: clear the ended ones."""
 
     @web.authenticated
     @authorized
     def get(self) -> None:
         base_url = self.base_url
         self._send({"runs": [run_payload(r, base_url) for r in registry.list_runs()]})
+
+    @web.authenticated
+    @authorized
+    def delete(self) -> None:
+        """Clear the ended runs (finished, failed, stopped, lost) from the registry."""
+        self._send({"cleared": registry.clear_ended()})
 
 
 class RunHandler(_RegistryHandler):

@@ -21,8 +21,9 @@ def tensorboard_url(record: RunRecord, base_url: str) -> str | None:
 
 
 def run_payload(record: RunRecord, base_url: str) -> dict:
-    """``record`` as JSON-ready data, with ``tensorboard_url`` for this server's browser."""
+    """``record`` as JSON-ready data, with ``tensorboard_url`` for this server's browser (None for
+    a ``lost`` run: its TensorBoard went with its kernel)."""
     data = record.to_json()
     data["ended"] = record.ended
-    data["tensorboard_url"] = tensorboard_url(record, base_url)
+    data["tensorboard_url"] = None if record.state == "lost" else tensorboard_url(record, base_url)
     return data

@@ -27,6 +27,7 @@ from .files import same_process, state_dir, write_json_atomic
 log = logging.getLogger(__name__)
 
 MAX_ENDED = 100
+MAX_CURVE_POINTS = 60  # the loss curve a record keeps for the sidebar
 TERMINAL_STATES = frozenset({"finished", "failed", "stopped"})  # a run in one of these has ended
 
 
@@ -47,6 +48,11 @@ class RunRecord:
         tensorboard_port, tensorboard_url: the run's TensorBoard (the URL goes through the proxy).
         started_at, ended_at: epoch seconds. error: the first line of why it failed.
         step, loss: the last progress a node reported.
+        curve: ``(step, loss)`` points across the run so far, at most ``MAX_CURVE_POINTS``
+            (thinned evenly as the run goes on). findings: how many diagnoses the run raised.
+        kind: ``training``, or ``evaluation`` for a ``%%tfos_evaluate`` of the run ``parent``
+            (its states: ``waiting``, ``evaluating``, then ``finished``, ``failed`` or
+            ``stopped``); metrics: the latest metrics an evaluation returned, at ``step``.
     """
 
     run_id: str
@@ -70,6 +76,11 @@ class RunRecord:
     error: str | None = None
     step: int | None = None
     loss: float | None = None
+    curve: tuple[tuple[int, float], ...] = ()
+    findings: int = 0
+    kind: str = "training"
+    parent: str | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
 
     @property
     def ended(self) -> bool:
@@ -81,6 +92,7 @@ class RunRecord:
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
         out["roles"] = list(self.roles)
+        out["curve"] = [list(p) for p in self.curve]
         return out
 
     @classmethod
@@ -88,7 +100,16 @@ class RunRecord:
         known = {f.name for f in fields(cls)}
         data = {k: v for k, v in data.items() if k in known}  # a newer writer's extra fields
         data["roles"] = tuple(data.get("roles") or ())
+        data["curve"] = tuple((int(step), float(loss)) for step, loss in data.get("curve") or ())
         return cls(**data)
+
+    def with_point(self, step: int, loss: float) -> RunRecord:
+        """This record with ``(step, loss)`` added to its curve (every other old point dropped
+        when the curve is full, so it spans the whole run)."""
+        curve = [*self.curve, (step, loss)]
+        if len(curve) > MAX_CURVE_POINTS:
+            curve = curve[:-1:2] + curve[-1:]
+        return replace(self, curve=tuple(curve))
 
 
 def registry_dir() -> str:
@@ -143,6 +164,16 @@ def request_stop(which: str) -> RunRecord:
 def take_stop_request(run_id: str) -> bool:
     """Whether a stop of ``run_id`` was requested; the request is taken away (it is carried out once)."""
     return _remove(_stop_path(run_id))
+
+
+def clear_ended() -> int:
+    """Remove every ended (``finished``, ``failed``, ``stopped`` or ``lost``) run from the
+    registry; returns how many went. Runs still going stay."""
+    ended = [r for r in list_runs() if r.ended]
+    for record in ended:
+        _remove(_record_path(record.run_id))
+        _remove(_stop_path(record.run_id))
+    return len(ended)
 
 
 def prune() -> None:

@@ -1,19 +1,34 @@
 /**
- * A notebook trains a small model on 2 Spark workers; the runs sidebar lists the run, opens its
- * TensorBoard in a main-area panel, and TensorBoard (behind jupyter-server-proxy, in the panel's
- * iframe) draws the run's scalars; a second, long run is stopped from the sidebar. Saves a screenshot to $TFOS_UI_SCREENSHOT (default
- * docs/labextension.png).
+ * A notebook trains a small model on 2 Spark workers, twice into the same log directory, in
+ * JupyterLab with this checkout's extension. Checked on the way: the monitor's log area shows no
+ * TensorFlow notice (while `run.logs()` holds them) and draws the run's curves; the runs sidebar
+ * lists the run with its node count, elapsed time and loss curve, and only the actions that apply;
+ * the run's TensorBoard panel (behind jupyter-server-proxy) shows a point a node wrote within
+ * 5 s; the re-run's panel shows only the re-run's curve; a long run is stopped from the sidebar;
+ * the ended runs are cleared. Screenshots go to $TFOS_UI_SCREENSHOT_DIR (default docs/):
+ * labextension.png, monitor.png, sidebar.png.
  */
 import { expect, test } from '@jupyterlab/galata';
 import * as path from 'path';
 
 const RUN = 'ui_digits';
 const MINUTE = 60 * 1000;
+const SCREENSHOTS =
+  process.env.TFOS_UI_SCREENSHOT_DIR ?? path.resolve(__dirname, '..', '..', '..', 'docs');
+const LIVE_POINTS = 40; // one every 0.5 s on each node, after training
+const PANEL_LATENCY_MS = 5000;
+
+const SETUP_CELL = `%load_ext tfos_notebook
+import os
+LOGDIR = os.path.abspath("ui_logs")
+MODELDIR = os.path.abspath("ui_model")`;
 
 // Two nodes each train tf-keras on scikit-learn's digits for three short epochs; Keras's
 // TensorBoard callback (ctx.callbacks) writes epoch_loss under ctx.log_dir, which the driver
-// mirrors into the run's TensorBoard.
-const TRAIN_CELL = `%%tfos_train --workers 2 --epochs 3 --name ${RUN}
+// mirrors into the run's TensorBoard. Then each node writes a point of 'a_live' every 0.5 s (named
+// so that its card comes first: TensorBoard fetches data only for the cards in view).
+const TRAIN_CELL = `%%tfos_train --workers 2 --epochs 3 --name ${RUN} --logdir $LOGDIR --model-dir $MODELDIR
+import time
 import tensorflow as tf
 from tfos_notebook.examples.digits import build_model, load_digits_split
 
@@ -23,8 +38,27 @@ data = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(64)
 with strategy.scope():
     model = build_model()
 model.fit(data, epochs=args.epochs, steps_per_epoch=8, verbose=0,
-          callbacks=ctx.callbacks(checkpoint=False, backup=False))
+          callbacks=ctx.callbacks(backup=False))
+print("training done on", ctx.job_name)
+writer = ctx.summary_writer("live")
+for i in range(${LIVE_POINTS}):
+    with writer.as_default():
+        tf.summary.scalar("a_live", float(i), step=i)
+    time.sleep(0.5)
 return "trained"`;
+
+// TensorFlow's own lines are kept by the run handle, though the monitor hides them.
+const LOGS_CELL = `from tfos_notebook.notebook.logfilter import is_noise
+lines = ${RUN}.logs()
+print("tensorflow notices in logs():", sum(is_noise(l.split("] ", 1)[1]) for l in lines))`;
+
+// The finished run's checkpoints, evaluated in the kernel.
+const EVAL_CELL = `%%tfos_evaluate ${RUN} --every 1
+from tfos_notebook.examples.digits import build_model, load_digits_split
+_, _, x_test, y_test = load_digits_split()
+model = checkpoint.restore(build_model())
+loss, accuracy = model.evaluate(x_test, y_test, verbose=0)
+return {"loss": loss, "accuracy": accuracy}`;
 
 // A run that would go on for minutes, for the sidebar's Stop button.
 const LONG_RUN = 'ui_long';
@@ -54,11 +88,50 @@ test('a training run shows in the runs sidebar and its TensorBoard draws the sca
   page,
   tmpPath
 }) => {
-  test.setTimeout(8 * MINUTE);
+  test.setTimeout(10 * MINUTE);
+
+  // Every scalar response TensorBoard's page gets: when each 'live' point first reached the panel.
+  const firstSeen = new Map<string, { wall: number; seen: number }>();
+  let panelFrame: unknown = null; // the sidebar's panel (the monitor embeds a TensorBoard too)
+  page.on('response', async response => {
+    const url = response.url();
+    if (!/timeSeries|scalars_multirun/.test(url) || response.frame() !== panelFrame) {
+      return;
+    }
+    const seen = Date.now();
+    let body: any;
+    try {
+      body = await response.json();
+    } catch {
+      return;
+    }
+    // Time Series: [{tag, runToSeries: {run: [{wallTime, step}]}}]; Scalars: {run: [[wall, step, value]]}
+    const series: [string, number, number][] = [];
+    for (const item of Array.isArray(body) ? body : []) {
+      for (const [run, points] of Object.entries(item.runToSeries ?? {})) {
+        for (const p of points as any[]) {
+          series.push([run, p.wallTime, p.step]);
+        }
+      }
+    }
+    if (!Array.isArray(body)) {
+      for (const [run, points] of Object.entries(body ?? {})) {
+        for (const p of Array.isArray(points) ? points : []) {
+          series.push([run, p[0], p[1]]);
+        }
+      }
+    }
+    for (const [run, wall, step] of series) {
+      const key = `${run}@${step}@${wall}`;
+      if (run.endsWith('/live') && !firstSeen.has(key)) {
+        firstSeen.set(key, { wall: wall * 1000, seen });
+      }
+    }
+  });
 
   const file = `${tmpPath}/train.ipynb`;
   await page.contents.uploadContent(
-    notebook('%load_ext tfos_notebook', TRAIN_CELL, LONG_CELL),
+    notebook(SETUP_CELL, TRAIN_CELL, LOGS_CELL, EVAL_CELL, LONG_CELL),
     'text',
     file
   );
@@ -71,44 +144,135 @@ test('a training run shows in the runs sidebar and its TensorBoard draws the sca
   await page.evaluate(() => (window as any).jupyterapp.commands.execute('tfos:open-runs'));
   const sidebar = page.locator('#tfos-runs-sidebar');
   await expect(sidebar).toBeVisible();
-  const row = sidebar.locator('.tfos-RunRow', { hasText: RUN });
+  const row = sidebar.locator('.tfos-RunRow', { hasText: RUN }).first();
   await expect(row).toBeVisible({ timeout: 2 * MINUTE });
   await expect(row.locator('.tfos-RunRow-state')).toHaveText(/reserving|running|finished/);
+  await expect(row.locator('.tfos-RunRow-details')).toContainText('2 nodes');
+  await expect(row.locator('.tfos-RunRow-stop')).toBeVisible();
 
-  // Once the nodes report, the row shows step and loss; TensorBoard's URL comes with the run.
-  await expect(row.locator('.tfos-RunRow-metrics')).toContainText('loss', { timeout: 4 * MINUTE });
+  // The run's TensorBoard, opened while it runs: the panel keeps itself live.
   const open = row.locator('.tfos-RunRow-tensorboard');
-  await expect(open).toBeEnabled({ timeout: 2 * MINUTE });
+  await expect(open).toBeVisible({ timeout: 2 * MINUTE });
   await open.click();
-
+  const opened = Date.now();
   const panel = page.locator('.tfos-TensorBoardPanel');
-  await expect(panel).toBeVisible();
+  await expect(panel).toBeVisible({ timeout: 30000 });
+  panelFrame = await (await panel.locator('iframe').elementHandle())?.contentFrame();
   const board = page.frameLocator('.tfos-TensorBoardPanel iframe');
-  const card = board.locator('scalar-card', { hasText: 'epoch_loss' }).first();
-  await expect(card).toBeVisible({ timeout: 4 * MINUTE });
+  // A scalar card draws (TensorBoard renders only the cards in view: a_live's, first, at least).
+  const card = board.locator('scalar-card').first();
+  await expect(card)
+    .toBeVisible({ timeout: 4 * MINUTE })
+    .catch(async error => {
+      const shown = await board.locator('body').innerText();
+      console.log(`TensorBoard's page shows: ${shown.slice(0, 600)}`);
+      throw error;
+    });
   await expect(card.locator('line-chart')).toBeVisible();
 
+  // Once the nodes report, the row shows step, loss and the loss curve.
+  await expect(row.locator('.tfos-RunRow-metrics')).toContainText('loss', { timeout: 4 * MINUTE });
+  await expect(row.locator('.tfos-RunRow-curve polyline')).toBeVisible({ timeout: MINUTE });
+
   await expect(row.locator('.tfos-RunRow-state')).toHaveText('finished', { timeout: 4 * MINUTE });
-  await expect(row.locator('.tfos-RunRow-stop')).toBeDisabled();
+  // Ended: no Stop; its TensorBoard is still up.
+  await expect(row.locator('.tfos-RunRow-stop')).toHaveCount(0);
+  await expect(row.locator('.tfos-RunRow-tensorboard')).toBeVisible();
+
+  const cards = await board.locator('scalar-card').allInnerTexts();
+  console.log(`scalar cards drawn: ${cards.map(c => c.split('\n')[0]).join(', ')}`);
+  // A point a node wrote reached the open panel within 5 s (points written once it had loaded).
+  const live = [...firstSeen.values()].filter(p => p.wall > opened + 5000);
+  const latencies = live.map(p => p.seen - p.wall).sort((a, b) => a - b);
+  console.log(
+    `panel latency over ${latencies.length} live points: median ${
+      latencies[Math.floor(latencies.length / 2)]
+    } ms, max ${latencies[latencies.length - 1]} ms`
+  );
+  expect(latencies.length).toBeGreaterThanOrEqual(5);
+  expect(latencies[latencies.length - 1]).toBeLessThan(PANEL_LATENCY_MS);
+
   await page.waitForTimeout(1500); // the chart's last points
-  await page.screenshot({
-    path:
-      process.env.TFOS_UI_SCREENSHOT ??
-      path.resolve(__dirname, '..', '..', '..', 'docs', 'labextension.png')
+  await page.screenshot({ path: path.join(SCREENSHOTS, 'labextension.png') });
+
+  // The monitor of the finished run: curves drawn, no TensorFlow notice, no error line.
+  await page.notebook.activate('train.ipynb');
+  const monitor = page.locator('.jp-Notebook .jp-Cell').nth(1).locator('.jp-OutputArea');
+  await expect(monitor.locator('svg.tfos-curve[data-metric="loss"] polyline')).toHaveCount(2);
+  const points = await monitor
+    .locator('svg.tfos-curve[data-metric="loss"] polyline')
+    .first()
+    .getAttribute('points');
+  expect((points ?? '').trim().split(/\s+/).length).toBe(3); // one per epoch
+  const text = await monitor.innerText();
+  expect(text).toContain('finished');
+  expect(text).toContain('training done on');
+  for (const noise of [
+    'absl::InitializeLog',
+    'oneDNN',
+    'cuInit',
+    'cuda drivers',
+    'E0000',
+    'Error'
+  ]) {
+    expect(text).not.toContain(noise);
+  }
+  await page.notebook.runCell(2);
+  const logsOut = page.locator('.jp-Notebook .jp-Cell').nth(2).locator('.jp-OutputArea');
+  await expect(logsOut).toContainText(/tensorflow notices in logs\(\): [1-9]/);
+  // The monitor as a person keeps it once the run is over: its TensorBoard panel folded away.
+  await monitor.getByRole('button', { name: 'Hide TensorBoard' }).click();
+  await expect(monitor.locator('iframe')).toBeHidden();
+  await monitor.screenshot({ path: path.join(SCREENSHOTS, 'monitor.png') });
+
+  // An evaluation of the run's checkpoints: its monitor in the notebook, its row beside the run.
+  await page.notebook.runCell(3);
+  const evalOut = page.locator('.jp-Notebook .jp-Cell').nth(3).locator('.jp-OutputArea');
+  await expect(evalOut).toContainText('3 checkpoints evaluated', { timeout: 3 * MINUTE });
+  await expect(evalOut.locator('svg.tfos-curve[data-metric="accuracy"] polyline')).toHaveCount(1);
+  const evalRow = sidebar.locator('.tfos-RunRow.tfos-mod-evaluation', {
+    hasText: `eval of ${RUN}`
   });
+  await expect(evalRow.locator('.tfos-RunRow-state')).toHaveText('finished', { timeout: MINUTE });
+  await expect(evalRow.locator('.tfos-RunRow-metrics')).toContainText('accuracy');
+  await expect(evalRow.locator('button')).toHaveCount(0);
+  await expect(row.locator('xpath=following-sibling::li[1]')).toHaveClass(/tfos-mod-evaluation/); // beside its run
+  await sidebar.screenshot({ path: path.join(SCREENSHOTS, 'sidebar.png') });
+
+  // A re-run into the same log directory: its TensorBoard shows its own curve only.
+  const firstId = (await row.getAttribute('data-run-id')) ?? '';
+  await page.notebook.runCell(1);
+  const rerun = async () => {
+    const runs = (await (await page.request.get('/tfos-notebook/api/runs')).json()).runs;
+    return runs.find((r: any) => r.name === RUN && r.run_id !== firstId);
+  };
+  await expect
+    .poll(async () => (await rerun())?.state, { timeout: 5 * MINUTE, intervals: [2000] })
+    .toBe('finished');
+  const second = await rerun();
+  const scalars = await page.request.get(
+    `${second.tensorboard_url}data/plugin/scalars/scalars?run=chief_0%2Ftrain&tag=epoch_loss`
+  );
+  expect(((await scalars.json()) as number[][]).map(p => p[1])).toEqual([0, 1, 2]);
+  // Each node's Keras curves under its own name, never a temporary directory's.
+  const boardRuns: string[] = await (
+    await page.request.get(`${second.tensorboard_url}data/runs`)
+  ).json();
+  expect(boardRuns).toEqual(expect.arrayContaining(['chief_0/train', 'worker_0/train']));
+  expect(boardRuns.filter(name => name.includes('workertemp'))).toEqual([]);
 
   // A long run, stopped from the sidebar: the kernel that owns it stops it.
   await page.notebook.activate('train.ipynb');
-  await page.notebook.runCell(2);
+  await page.notebook.runCell(4);
   const long = sidebar.locator('.tfos-RunRow', { hasText: LONG_RUN });
   await expect(long.locator('.tfos-RunRow-state')).toHaveText('running', { timeout: 2 * MINUTE });
-  await expect(long.locator('.tfos-RunRow-tensorboard')).toBeDisabled(); // --no-tensorboard
+  await expect(long.locator('.tfos-RunRow-tensorboard')).toHaveCount(0); // --no-tensorboard
   await long.locator('.tfos-RunRow-stop').click();
   await expect(long.locator('.tfos-RunRow-state')).toHaveText('stopped', { timeout: MINUTE });
-  await expect(long.locator('.tfos-RunRow-stop')).toBeDisabled();
+  await expect(long.locator('.tfos-RunRow-stop')).toHaveCount(0);
 
   // The TensorBoard button of a run whose panel is open brings that panel back to the front.
-  await open.click();
+  await sidebar.locator(`.tfos-RunRow[data-run-id="${firstId}"] .tfos-RunRow-tensorboard`).click();
   await expect(page.locator('.tfos-TensorBoardPanel')).toHaveCount(1);
   await expect(panel).toBeVisible();
 
@@ -122,6 +286,12 @@ test('a training run shows in the runs sidebar and its TensorBoard draws the sca
   await expect(page.locator('.tfos-TensorBoardPanel')).toHaveCount(1, { timeout: MINUTE });
   await page.locator('.lm-TabBar-tab', { hasText: `TensorBoard: ${RUN}` }).click();
   await expect(board.locator('scalar-card').first()).toBeVisible({ timeout: 2 * MINUTE });
+
+  // Every run has ended: "Clear ended" empties the list.
+  await page.evaluate(() => (window as any).jupyterapp.commands.execute('tfos:open-runs'));
+  await sidebar.locator('.tfos-RunsSidebar-clear').click();
+  await expect(sidebar.locator('.tfos-RunRow')).toHaveCount(0);
+  await expect(sidebar.locator('.tfos-RunsSidebar-message')).toContainText('No runs yet');
 });
 
 test('the runs sidebar says so when the server has no tfos_notebook extension', async ({
