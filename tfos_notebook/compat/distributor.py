@@ -96,7 +96,7 @@ class MirroredStrategyRunner:
             from pyspark.sql import SparkSession
 
             spark = SparkSession.builder.getOrCreate()
-        self.sc = spark.sparkContext
+        self.spark = spark
         self.backend = backend_for(spark)
         self.run_handle: Run | None = None  # the launch of the latest distributed run()
         self.gpus_per_task = 0 if local_mode or not use_gpu else self._task_gpu_amount()
@@ -129,14 +129,14 @@ class MirroredStrategyRunner:
             return self._run_locally(train_fn, kwargs)
         node = TrainFnNode(train_fn, self.use_custom_strategy,
                            split_slots(self.num_slots, self.num_tasks) if self.use_gpu else [])
-        self.run_handle = Run(self.sc, node, kwargs, self.num_tasks, master_node=None,
+        self.run_handle = Run(self.spark, node, kwargs, self.num_tasks, master_node=None,
                               gpus_per_node=self.gpus_per_task, name=getattr(train_fn, "__name__", None))
         return self.run_handle.start().wait()
 
     def _run_locally(self, train_fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
         saved = os.environ.get("CUDA_VISIBLE_DEVICES")
         if self.use_gpu:
-            owned = list(self.sc.resources["gpu"].addresses) if "gpu" in self.sc.resources else []
+            owned = self.backend.driver_gpus()
             if len(owned) < self.num_slots:
                 raise PreflightError(f"cannot train on {self.num_slots} GPU(s) of the driver:", [Finding(
                     "driver_gpus_too_few", f"the driver owns {len(owned)} GPU(s) in Spark's resources",

@@ -152,7 +152,7 @@ def train(body: str, options: TrainOptions, user_ns: MutableMapping[str, Any], *
     monitor = choose_monitor(options.monitor, shell)
     # input mode spark feeds from ordinary Spark tasks, which need a slot beside the nodes
     spark = spark or notebook_spark(options.num_nodes + (data is not None), say)
-    run = Run(spark.sparkContext, cell, options.cell_args(), options.num_nodes, num_ps=options.ps,
+    run = Run(spark, cell, options.cell_args(), options.num_nodes, num_ps=options.ps,
               eval_node=options.evaluator, log_dir=options.logdir, model_dir=options.model_dir,
               reservation_timeout=options.reservation_timeout, gpus_per_node=options.gpus, name=options.name,
               input_mode=options.input_mode)

@@ -134,6 +134,11 @@ class SparkBackend(ABC):
         """The driver address executors reach (where the control server binds)."""
         return self.conf("spark.driver.host") or "127.0.0.1"
 
+    def driver_gpus(self) -> list[str]:
+        """GPU addresses Spark gave the driver (``spark.driver.resource.gpu.*``), for training in the
+        driver's process; none where the driver is not this process."""
+        return []
+
     @abstractmethod
     def default_fs(self) -> str:
         """Hadoop's ``fs.defaultFS`` (``file:///`` when unknown): ``ctx.defaultFS`` on the nodes."""
@@ -142,6 +147,11 @@ class SparkBackend(ABC):
     @abstractmethod
     def cluster(self, own_tag: str | None = None) -> ClusterView:
         """Executors, slots and other jobs now; tasks of ``own_tag``'s jobs are not "other jobs"."""
+
+    def check_reachable(self) -> None:
+        """Raise a ``TFOSError`` saying what to do when the executors cannot open connections to
+        :meth:`driver_host` (nothing to check where the driver runs in this process)."""
+        return None
 
     @abstractmethod
     def task_errors(self, tag: str) -> tuple[str, ...]:

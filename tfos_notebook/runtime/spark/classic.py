@@ -69,6 +69,10 @@ class ClassicBackend(SparkBackend):
     def conf(self, key: str, default: str | None = None) -> str | None:
         return self.sc.getConf().get(key, default)
 
+    def driver_gpus(self) -> list[str]:
+        resources = self.sc.resources
+        return list(resources["gpu"].addresses) if "gpu" in resources else []
+
     def default_fs(self) -> str:
         return self.sc._jsc.hadoopConfiguration().get("fs.defaultFS") or "file:///"
 
