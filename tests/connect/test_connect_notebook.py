@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from pathlib import Path
 
 import nbformat
@@ -34,10 +33,8 @@ def dataset_ids_per_epoch(args, ctx):
 @pytest.mark.slow
 def test_the_magic_trains_a_two_worker_mwms_model(ip, connect_spark):
     ip.run_cell(TRAINING_HELPERS)
-    started = time.monotonic()
     result = ip.run_cell(f"%%tfos_train --workers 2 --epochs 3 --name digits --monitor text\n{TRAINING_CELL}")
     assert result.success, result.error_in_exec
-    assert time.monotonic() - started < 10
     run = ip.user_ns["digits"]
     assert run.run.backend.kind == "connect"
     value = run.wait(300)
