@@ -61,3 +61,14 @@ def ip():
     shell = globalipapp.get_ipython()
     shell.run_line_magic("load_ext", "tfos_notebook")
     return shell
+
+
+@pytest.fixture(autouse=True)
+def _own_tensorboards(tmp_path, monkeypatch):
+    """Each test keeps its TensorBoard registry and mirrors in a state directory of its own; the
+    TensorBoards it started are stopped after it."""
+    monkeypatch.setenv("TFOS_NOTEBOOK_STATE_DIR", str(tmp_path / "state"))
+    yield
+    from tfos_notebook.tensorboard import process
+
+    process.stop_owned()
