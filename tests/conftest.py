@@ -78,6 +78,25 @@ def pytest_collection_modifyitems(config, items):
         return 2 if any(n.endswith("standalone") for n in names) else 1 if "local_spark4" in names else 0
 
     items.sort(key=order)
+    no_gpu = _no_gpu_reason()
+    if no_gpu:
+        for item in items:
+            if "gpu" in item.keywords:
+                item.add_marker(pytest.mark.skip(reason=no_gpu))
+
+
+def _no_gpu_reason() -> str:
+    """Why tests marked ``gpu`` cannot run here ("" when an NVIDIA GPU answers)."""
+    import shutil
+    import subprocess
+
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return "no NVIDIA GPU here: nvidia-smi is not installed"
+    out = subprocess.run([smi, "--query-gpu=index", "--format=csv,noheader"], capture_output=True, text=True)
+    if out.returncode or not out.stdout.strip():
+        return f"no NVIDIA GPU here: nvidia-smi answered {out.returncode}: {(out.stderr or out.stdout).strip()[:200]}"
+    return ""
 
 
 @pytest.fixture(scope="session")

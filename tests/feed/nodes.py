@@ -101,3 +101,20 @@ def mwms_digits(args, ctx):
                         verbose=0)
     _, accuracy = model.evaluate(args["x_test"], args["y_test"], batch_size=100, verbose=0)
     return {"accuracy": float(accuracy), "loss": [float(v) for v in history.history["loss"]]}
+
+
+def epoch_checksums(args, ctx):
+    """Reads ``args['epochs']`` epochs of ``id`` through ctx.dataset and returns, per epoch, the
+    row count, the sum of ids and the sum of their squares; also the GPUs this node was given.
+    With ``kill_worker_once``, worker 0 of the first attempt kills its own process after the first
+    epoch, as a lost executor would."""
+    import os
+    import signal
+
+    sums = []
+    for epoch in range(args["epochs"]):
+        ids = [int(i) for batch in ctx.dataset(args.get("batch", 64), features="id") for i in batch.numpy()]
+        sums.append([len(ids), sum(ids), sum(i * i for i in ids)])
+        if args.get("kill_worker_once") and ctx.attempt == 0 and ctx.job_name == "worker" and epoch == 0:
+            os.kill(os.getpid(), signal.SIGKILL)
+    return {"sums": sums, "gpus": list(ctx.gpus), "visible": os.environ.get("CUDA_VISIBLE_DEVICES", "")}

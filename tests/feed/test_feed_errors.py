@@ -6,7 +6,7 @@ import pytest
 
 from tfos_notebook import ConfigError, FeedError, Run, TFCluster
 from tfos_notebook.runtime.feed.datafeed import DataFeed, feed_of
-from tfos_notebook.runtime.feed.feeder import _Data
+from tfos_notebook.runtime.feed.feeder import DataSample
 
 
 def noop(args, ctx):
@@ -29,7 +29,7 @@ def test_an_unknown_input_mode_is_refused(local_spark):
 
 def test_only_dataframes_and_rdds_can_be_fed():
     with pytest.raises(FeedError, match="expected a Spark DataFrame or RDD, got list"):
-        _Data.of([1, 2, 3])
+        DataSample.of([1, 2, 3])
 
 
 def test_a_node_without_a_feed_says_why():
@@ -41,5 +41,5 @@ def test_a_node_without_a_feed_says_why():
 
 def test_feeding_when_the_nodes_hold_every_slot_fails_at_once_with_the_fix(local_spark):
     run = Run(local_spark.sparkContext, noop, None, 2, input_mode="spark")  # local[2]: two slots, two nodes
-    with pytest.raises(FeedError, match="no task is left to feed them: add executors or cores"):
+    with pytest.raises(FeedError, match="no task is left to feed them over the network: give the data when the run starts"):
         run.train(local_spark.range(3))

@@ -192,6 +192,27 @@ def test_input_mode_spark_feeds_the_data_variable_every_epoch(spark_ns):
     assert seen == 3 * 500 and total == 3 * sum(2 * i for i in range(500))
 
 
+def test_input_mode_spark_with_as_many_slots_as_nodes_feeds_each_node_from_its_own_task(spark_ns, capsys):
+    ip = spark_ns  # local[2]: the two nodes hold both slots, none is left for feeding tasks
+    ip.run_cell("frame = spark_for_test.range(0, 600, numPartitions=3).selectExpr('cast(id as double) as x')")
+    result = ip.run_cell(
+        "%%tfos_train --workers 2 --input-mode spark --data frame --epochs 2 --monitor text --no-tensorboard "
+        "--name both\n"
+        "seen, total = 0, 0\n"
+        "for epoch in range(args.epochs):\n"
+        "    for batch in ctx.dataset(50, features='x'):\n"
+        "        seen += int(batch.shape[0])\n"
+        "        total += int(batch.numpy().sum())\n"
+        "return seen, total\n")
+    assert result.success, result.error_in_exec
+    run = ip.user_ns["both"]
+    run.wait(300)
+    seen = [v[0] for v in run.results.values()]
+    totals = [v[1] for v in run.results.values()]
+    assert sum(seen) == 2 * 600 and sum(totals) == 2 * sum(range(600)) and all(seen)
+    assert "feeding in-stage: each node's own task feeds it its partition" in capsys.readouterr().out
+
+
 def test_help_lists_every_option(ip):
     doc = ip.find_cell_magic("tfos_train").__doc__
     for option in ("--workers", "--ps", "--evaluator", "--input-mode", "--data", "--epochs", "--gpus", "--logdir",

@@ -97,7 +97,6 @@ class MirroredStrategyRunner:
 
             # the notebook's session, a Spark Connect one included (its builder needs the remote URL)
             spark = active_session() or SparkSession.builder.getOrCreate()
-        self.spark = spark
         self.backend = backend_for(spark)
         self.run_handle: Run | None = None  # the launch of the latest distributed run()
         self.gpus_per_task = 0 if local_mode or not use_gpu else self._task_gpu_amount()
@@ -130,7 +129,7 @@ class MirroredStrategyRunner:
             return self._run_locally(train_fn, kwargs)
         node = TrainFnNode(train_fn, self.use_custom_strategy,
                            split_slots(self.num_slots, self.num_tasks) if self.use_gpu else [])
-        self.run_handle = Run(self.spark, node, kwargs, self.num_tasks, master_node=None,
+        self.run_handle = Run(self.backend, node, kwargs, self.num_tasks, master_node=None,
                               gpus_per_node=self.gpus_per_task, name=getattr(train_fn, "__name__", None))
         return self.run_handle.start().wait()
 

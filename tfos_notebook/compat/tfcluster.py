@@ -1,12 +1,23 @@
 """``TFCluster`` with TensorFlowOnSpark's names: ``run`` starts a cluster and returns a handle whose
 ``train``/``inference`` feed it Spark data (InputMode.SPARK) and whose ``shutdown`` waits for it.
-Existing TFoS programs change only their import line."""
+Existing TFoS programs change only their import line.
+
+InputMode.SPARK on a cluster with no task slot beyond the nodes' (TensorFlowOnSpark's own layout,
+one core per executor; or any cluster where every task needs a GPU) cannot feed from extra Spark
+tasks: there, ``run`` returns at once and the gang starts when the data arrives, in ``train`` or
+``inference``, each node fed by its own task (``Run.start(data)``, in-stage feeding). With spare
+slots the nodes start in ``run`` and are fed over the network, as often as ``train`` is called."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
-from ..runtime.launch import ConfigError, Run
+from ..errors import ConfigError
+from ..runtime import preflight
+from ..runtime.feed.feeder import FeedSummary
+from ..runtime.launch import Run
+from ..runtime.lifecycle import RunState
 
 
 class InputMode:
@@ -21,10 +32,11 @@ class TFCluster:
     whose ``events`` stream feeds every view; ``tensorboard`` its TensorBoard (a
     ``tfos_notebook.tensorboard.TensorBoardHandle``) with ``tensorboard=True``, else None."""
 
-    def __init__(self, run_handle: Run, input_mode: int, tensorboard: Any = None) -> None:
+    def __init__(self, run_handle: Run, input_mode: int, tensorboard: Any = None, in_stage: bool = False) -> None:
         self.run_handle = run_handle
         self.input_mode = input_mode
         self.tensorboard = tensorboard
+        self.in_stage = in_stage  # the gang starts with the data, in train() or inference()
 
     @property
     def cluster_spec(self) -> dict[str, list[str]]:
@@ -43,7 +55,14 @@ class TFCluster:
         (0 means 10, as in TensorFlowOnSpark); returns a ``FeedSummary`` once all is fed. The feed
         stays open for more ``train`` calls until ``shutdown``. See :meth:`Run.train`."""
         self._require_spark("train")
-        return self.run_handle.train(dataRDD, num_epochs or 10, feed_timeout, end_feed=False)
+        if not self.in_stage:
+            return self.run_handle.train(dataRDD, num_epochs or 10, feed_timeout, end_feed=False)
+        run = self._start_in_stage("train", dataRDD, epochs=num_epochs or 10, feed_timeout=feed_timeout)
+        started = time.monotonic()
+        run.wait()
+        rows = run.instage.rows_per_node()
+        epochs = run.instage.epochs_fed()
+        return FeedSummary(epochs, sum(rows.values()), time.monotonic() - started, epochs < (num_epochs or 10), rows)
 
     def inference(self, dataRDD: Any, feed_timeout: float = 600, qname: str = "input", schema: Any = None,  # noqa: N803
                   keep: list[str] | None = None) -> Any:
@@ -51,7 +70,20 @@ class TFCluster:
         row, in order) for an RDD, a DataFrame (``keep`` columns next to the predictions) for a
         DataFrame. See :meth:`Run.inference`."""
         self._require_spark("inference")
-        return self.run_handle.inference(dataRDD, feed_timeout, schema, keep)
+        if not self.in_stage:
+            return self.run_handle.inference(dataRDD, feed_timeout, schema, keep)
+        return self._start_in_stage("inference", dataRDD, predict=True, keep=keep,
+                                    feed_timeout=feed_timeout).predictions()
+
+    def _start_in_stage(self, what: str, data: Any, **kwargs: Any) -> Run:
+        run = self.run_handle
+        if run.state is not RunState.NEW:
+            raise ConfigError(f"TFCluster.{what}(): this cluster has no task slot beside its nodes, so its nodes "
+                              "were started with the data of the first train() or inference() call and take no "
+                              "more: feed all epochs in one train(data, num_epochs) call, or give the cluster a "
+                              "spare slot per feeding task")
+        run.start(data, **kwargs)
+        return run
 
     def _require_spark(self, what: str) -> None:
         if self.input_mode != InputMode.SPARK:
@@ -65,7 +97,10 @@ class TFCluster:
         if ssc is not None:
             raise ConfigError("Spark Streaming (ssc) is not supported; feed a DataFrame or RDD instead")
         self.run_handle.background_grace_secs = float(grace_secs)
-        if self.input_mode == InputMode.SPARK:
+        if self.in_stage and self.run_handle.state is RunState.NEW:  # never fed: nothing ran
+            self.run_handle.stop()
+            return None
+        if self.input_mode == InputMode.SPARK and not self.in_stage:
             self.run_handle.end_feed()
         return self.run_handle.wait(timeout)
 
@@ -86,8 +121,11 @@ def run(sc, map_fun, tf_args, num_executors: int, num_ps: int = 0, tensorboard: 
         tensorboard: start a TensorBoard on the driver that shows the nodes' event files live (see
             ``cluster.tensorboard_url()``); it stops 15 minutes after the run ends, or when this
             process exits.
-        input_mode: ``InputMode.SPARK`` to feed the nodes with ``train``/``inference`` (the cluster
-            then needs a free task slot beside the nodes); ``InputMode.TENSORFLOW`` otherwise.
+        input_mode: ``InputMode.SPARK`` to feed the nodes with ``train``/``inference``: with a task
+            slot to spare beside the nodes they start now and are fed over the network; without
+            one (one slot per node, or every task needing a GPU) they start with the data in the
+            first ``train``/``inference`` call, each fed by its own task. ``InputMode.TENSORFLOW``
+            otherwise.
         reservation_timeout: seconds for all nodes to register before failing with findings.
         kwargs: passed to :class:`tfos_notebook.runtime.Run` (``model_dir``, ``env``, ``gpus_per_node``...).
 
@@ -112,6 +150,8 @@ def run(sc, map_fun, tf_args, num_executors: int, num_ps: int = 0, tensorboard: 
 
     tracker = registry.track(handle)  # %tfos_runs, %%tfos_evaluate and JupyterLab find it
     tracker.set_tensorboard(board)
+    if input_mode == InputMode.SPARK and not _slot_to_spare(handle, num_executors):
+        return TFCluster(handle, input_mode, board, in_stage=True)
     try:
         handle.start()
         handle.wait_for_reservations(reservation_timeout)
@@ -120,3 +160,10 @@ def run(sc, map_fun, tf_args, num_executors: int, num_ps: int = 0, tensorboard: 
             board.stop()
         raise
     return TFCluster(handle, input_mode, board)
+
+
+def _slot_to_spare(run: Run, num_nodes: int) -> bool:
+    """Whether the cluster runs more tasks at once than the nodes hold (executors still starting
+    get the run's ``preflight_wait``)."""
+    preflight.wait_for_executors(run.backend, num_nodes + 1, run.preflight_wait)
+    return run.backend.cluster().total_slots > num_nodes

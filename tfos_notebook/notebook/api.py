@@ -150,20 +150,17 @@ def train(body: str, options: TrainOptions, user_ns: MutableMapping[str, Any], *
     if options.local:
         return run_local(cell, options)
     monitor = choose_monitor(options.monitor, shell)
-    # input mode spark feeds from ordinary Spark tasks, which need a slot beside the nodes
-    spark = spark or notebook_spark(options.num_nodes + (data is not None), say)
+    spark = spark or notebook_spark(options.num_nodes, say)
     run = Run(spark, cell, options.cell_args(), options.num_nodes, num_ps=options.ps,
               eval_node=options.evaluator, log_dir=options.logdir, model_dir=options.model_dir,
               reservation_timeout=options.reservation_timeout, gpus_per_node=options.gpus, name=options.name,
               input_mode=options.input_mode)
-    run.start()
+    run.start(data, options.epochs)  # with data, each node is fed its share by its own task (in-stage)
     handle = TrainRun(run, cell, monitor, OutputTarget(shell))
     if options.tensorboard:
         # Once pre-flight passed. Nothing the nodes ship before it is attached is lost: attaching
         # asks every node to send its files again from the start.
         handle.start_tensorboard()
-    if data is not None:
-        handle.feed(data, options.epochs)
     if runs is not None:
         runs.add(handle)
     if options.name and options.name.isidentifier() and not keyword.iskeyword(options.name):

@@ -50,8 +50,6 @@ class TrainRun:
                  target: OutputTarget | None = None) -> None:
         self.run, self.cell = run, cell
         self.target = target or OutputTarget()
-        self.feed_error: BaseException | None = None
-        self._feed_thread: threading.Thread | None = None
         self._tensorboard: Future | None = None  # of the TensorBoardHandle, while starting and after
         self._tensorboard_lock = threading.Lock()
         self.monitor: Monitor | TextMonitor | None = None
@@ -67,7 +65,7 @@ class TrainRun:
         """Kill processes of earlier runs on the executors (this run's are left alone); a report."""
         from .diagnostics import cleanup_report
 
-        return cleanup_report(self.run.sc, exclude_runs={self.run_id}, kill=True)
+        return cleanup_report(self.run.backend, exclude_runs={self.run_id}, kill=True)
 
     # -- the run ---------------------------------------------------------------------------------
     @property
@@ -113,7 +111,7 @@ class TrainRun:
     @property
     def error(self) -> BaseException | None:
         """Why the run failed: a node's traceback is trimmed to the cell's lines."""
-        return self.feed_error or cell_error(self.run.error, self.cell.filename)
+        return cell_error(self.run.error, self.cell.filename)
 
     def logs(self, node: str | None = None) -> list[str]:
         """Lines the nodes printed (the most recent thousands), as ``[role:index] line``;
@@ -138,8 +136,6 @@ class TrainRun:
                 pass  # raised below, with a node's traceback trimmed to the cell
             if self._pump is not None:
                 self._pump.join(timeout=5)  # the monitor's last lines land in this cell
-        if self._feed_thread is not None:
-            self._feed_thread.join()
         if self.error is not None:
             raise self.error
         return self.result
@@ -147,21 +143,6 @@ class TrainRun:
     def stop(self, timeout: float = 30.0) -> None:
         """Stop the run: its Spark job group is cancelled and its node processes killed."""
         self.run.stop(timeout)
-
-    # -- input mode spark ------------------------------------------------------------------------
-    def feed(self, data: Any, num_epochs: int) -> None:
-        """Feed ``data`` to the nodes with ``run.train`` on a background thread."""
-        self._feed_thread = threading.Thread(target=self._feed, args=(data, num_epochs), daemon=True,
-                                             name=f"tfos-feed-{self.run_id}")
-        self._feed_thread.start()
-
-    def _feed(self, data: Any, num_epochs: int) -> None:
-        try:
-            self.run.train(data, num_epochs=num_epochs)
-        except Exception as e:  # the nodes would wait for data forever: end the run
-            if not self.run.done:
-                self.feed_error = e
-                self.run.stop()
 
     # -- TensorBoard -----------------------------------------------------------------------------
     def start_tensorboard(self, wait: bool = False) -> TensorBoardHandle | None:

@@ -35,6 +35,7 @@ def _badge(state: str) -> str:
 
 def header_html(view: RunView, now: float | None = None) -> str:
     attempt = f" · attempt {view.attempt + 1}" if view.attempt else ""
+    attempt += f" · feed {view.feed_path}" if view.feed_path else ""
     return (f"<b>{html.escape(view.name)}</b> {_badge(view.display_state)} "
             f'<span style="color:#6b7280">{format_duration(view.elapsed(now))} · run {html.escape(view.run_id)}'
             f"{attempt}</span>")

@@ -13,7 +13,16 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from ..runtime.events import ClusterReady, Event, FindingRaised, LaunchSubmitted, RunFinished, Step, TaskState
+from ..runtime.events import (
+    ClusterReady,
+    Event,
+    FeedPlanned,
+    FindingRaised,
+    LaunchSubmitted,
+    RunFinished,
+    Step,
+    TaskState,
+)
 from .view import RunView, format_duration, format_metrics
 
 PREFIX = "[tfos]"
@@ -64,6 +73,8 @@ class TextMonitor:
                 due = self._last_step_t is None or e.t - self._last_step_t >= self.step_every
                 if due and (step is None or e.task <= step.task):
                     step = e
+            elif isinstance(e, FeedPlanned):
+                self._say(f"feeding {e.detail}")
             elif isinstance(e, FindingRaised):
                 self._say(e.finding.describe(evidence=False, sep="; "))
             elif isinstance(e, RunFinished):

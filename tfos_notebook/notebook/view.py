@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from ..runtime.events import (
     Event,
+    FeedPlanned,
     FindingRaised,
     GpuAssigned,
     LaunchSubmitted,
@@ -72,6 +73,7 @@ class RunView:
         self.started_at: float | None = None
         self.finished_at: float | None = None
         self.stop_requested = False
+        self.feed_path = ""  # in-stage or network, once Spark data is fed (InputMode.SPARK)
 
     @property
     def registered(self) -> int:
@@ -128,6 +130,8 @@ class RunView:
             self.log_count += 1
         elif isinstance(e, FindingRaised):
             self.findings.append(e.finding)
+        elif isinstance(e, FeedPlanned):
+            self.feed_path = e.path
 
 
 def format_duration(seconds: float) -> str:

@@ -124,8 +124,8 @@ class Connection:
         self.closed = True
         try:
             self.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
+        except OSError as e:  # not connected any more: closing is all that is left
+            log.debug("shutdown of a closed connection: %s", e)
         self.sock.close()
 
 
@@ -240,8 +240,8 @@ class ControlServer:
                     self._refused(peer, e)
         except ChannelError as e:
             self._reject(conn, peer, str(e))
-        except (OSError, ConnectionError):
-            pass
+        except (OSError, ConnectionError) as e:  # the peer closed the connection: its end, not an error
+            log.debug("tfos control channel: %s:%s closed (%s)", peer[0], peer[1], e)
         except Exception:
             log.exception("tfos control channel: handler failed for %s:%s", peer[0], peer[1])
         finally:
@@ -265,8 +265,8 @@ class ControlServer:
         self._stopped.set()
         try:
             self._listener.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept()
-        except OSError:
-            pass
+        except OSError as e:
+            log.debug("shutdown of the listener: %s", e)
         self._listener.close()
         for conn in self.connections():
             conn.close()

@@ -136,6 +136,15 @@ class FeedProgress(Event):
 
 
 @dataclass(frozen=True)
+class FeedPlanned(Event):
+    """How Spark data reaches the nodes (InputMode.SPARK): ``path`` is ``in-stage`` (each node's own
+    task feeds it) or ``network`` (separate Spark tasks feed the nodes over the network)."""
+
+    path: str
+    detail: str
+
+
+@dataclass(frozen=True)
 class EpochFed(Event):
     """Spark fed one epoch of data to the nodes (InputMode.SPARK)."""
 

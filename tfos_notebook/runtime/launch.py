@@ -23,7 +23,7 @@ from . import messages as m
 from .coordinator import NodeRecord
 from .diagnose import Finding, blockers
 from .errors import ConfigError, PreflightError, RunStopped
-from .events import ClusterReady, EventStream, RunFinished
+from .events import ClusterReady, EventStream, FeedPlanned, RunFinished
 from .filetail import Chunk
 from .lifecycle import Lifecycle, RunState
 from .node import NodePlan
@@ -78,7 +78,6 @@ class Run:
         self.roles = plan_roles(num_nodes, num_ps, master_node, eval_node)
         if input_mode not in ("tensorflow", "spark"):
             raise ConfigError(f"input_mode must be 'tensorflow' or 'spark', got {input_mode!r}")
-        self.sc = sc
         self.backend = backend_for(sc)
         self.main_fun, self.args = main_fun, args
         self.input_mode = input_mode
@@ -106,6 +105,7 @@ class Run:
         self._server: channel.ControlServer | None = None
         self.started_at: float | None = None
         self.feeder = None
+        self.instage = None  # feed.instage.InStageFeed, when start() was given data
         if input_mode == "spark":
             from .feed.feeder import Feeder
 
@@ -172,19 +172,42 @@ class Run:
         return raised + [f for f in fresh if (f.code, f.cause) not in seen]
 
     # -- start ---------------------------------------------------------------------------------
-    def start(self) -> Run:
+    def start(self, data: Any = None, epochs: int = 1, *, predict: bool = False, keep: list[str] | None = None,
+              feed_timeout: float = 600.0) -> Run:
         """Pre-flight, then submit the barrier job in the background and return.
 
+        Args:
+            data: a DataFrame or RDD to feed the nodes *in-stage* (``input_mode="spark"``): the
+                barrier stage runs over ``data`` spread into one partition per node, and each
+                training node's own task streams its share to it; no task slot beyond the nodes'
+                is needed (see ``feed.instage``). Without it, feed later with :meth:`train`.
+            epochs: passes over ``data`` (each pass is one epoch of ``ctx.dataset``/``DataFeed``).
+            predict: the nodes answer with predictions (``ctx.predict``) rather than train; they
+                come back from :meth:`predictions`. keep: DataFrame columns kept beside them.
+            feed_timeout: seconds a node may take no data before its task gives up.
+
         Raises:
-            ConfigError: the run was started (or stopped) before; a run starts once.
+            ConfigError: the run was started (or stopped) before (a run starts once), or ``data``
+                was given to a run whose input mode is not ``spark``.
             PreflightError: the cluster cannot run the nodes (findings say why and what to do).
+            FeedError: ``data`` cannot be fed (not a DataFrame or RDD, ``keep`` on an RDD...).
         """
         with self._lock:
             if self.state is not RunState.NEW:
                 raise ConfigError(f"run {self.name} was already started (it is {self.state}): a run starts once; "
                                   "create a new one to launch again")
+        if data is not None:
+            if self.input_mode != "spark":
+                raise ConfigError(f"run {self.name} reads its own data (input_mode={self.input_mode!r}): feeding "
+                                  "data needs Run(..., input_mode='spark')")
+            from .feed.instage import InStageFeed
+
+            self.instage = InStageFeed(data, self.roles, "infer" if predict else "train", epochs, feed_timeout, keep)
+        with self._lock:
             self.started_at = time.monotonic()
             self.lifecycle.transition(RunState.RESERVING)
+        if self.instage is not None:
+            self.events.publish(FeedPlanned(self.run_id, path="in-stage", detail=self.instage.describe()))
         try:
             preflight.wait_for_executors(self.backend, len(self.roles), self.preflight_wait)
             findings = self.diagnosis.preflight()
@@ -223,7 +246,7 @@ class Run:
             secret=self._secret, main_fun=self.main_fun, args=self.args, roles=self.roles, attempt=attempt,
             default_fs=self._default_fs, working_dir=os.getcwd(), model_dir=self.model_dir, log_dir=self.log_dir,
             env=self.env, legacy_keras=self.legacy_keras, stop_grace_secs=self.stop_grace_secs,
-            feed_buffer_bytes=self.feed_buffer_bytes,
+            feed_buffer_bytes=self.feed_buffer_bytes, instage=self.instage.spec if self.instage else None,
         )
 
     def stop(self, timeout: float = 30.0) -> None:
@@ -269,7 +292,19 @@ class Run:
         if self.feeder is None:
             raise ConfigError(f"run {self.name} was started with input_mode={self.input_mode!r}; feeding Spark "
                               "data needs Run(..., input_mode='spark') (TFCluster.run(..., input_mode=InputMode.SPARK))")
+        if self.instage is not None:
+            raise ConfigError(f"run {self.name} is fed in-stage: its data was given to start(), and its nodes take "
+                              "no other")
         return self.feeder
+
+    def predictions(self) -> Any:
+        """The predictions of a run started with ``start(data, predict=True)``, once it finished: a
+        DataFrame (kept columns, then the prediction columns) or an RDD (one value per row).
+        Raises the run's error if it failed."""
+        if self.instage is None or self.instage.spec.mode != "infer":
+            raise ConfigError(f"run {self.name} was not started with start(data, predict=True)")
+        self.wait()
+        return self.instage.predictions()
 
     def train(self, data: Any, num_epochs: int = 1, feed_timeout: float = 600.0, end_feed: bool = True):
         """Feed a Spark DataFrame or RDD to the training nodes ``num_epochs`` times; returns a

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import queue
 import shutil
 import signal
 import socket
@@ -21,22 +20,26 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlparse
 
 from . import channel
 from . import messages as m
-from .ctx import FOREGROUND_ROLES, NodeContext, is_shared_logdir, node_dir_name, tf_config, tf_keras_installed
+from .ctx import FOREGROUND_ROLES, NodeContext, is_shared_logdir, node_dir_name, tf_config
 from .errors import ChannelError
 from .logship import LogShipper
+from .nodeproc import Forwarder, pump_lines, pump_status, spawn_child
 from .orphans import kill_attempts_before, pid_dir
 from .procs import kill_process_group
+
+if TYPE_CHECKING:
+    from .feed.instage import LocalFeed
 
 log = logging.getLogger(__name__)
 
 MAX_RESULT_BYTES = 32 << 20
-LOG_FLUSH_SECONDS = 0.2
 
 
 @dataclass
@@ -59,9 +62,16 @@ class NodePlan:
     attempt: int = 0
     stop_grace_secs: float = 5.0
     feed_buffer_bytes: int = 0  # > 0: InputMode.SPARK, chief and workers serve a data feed this big
+    instage: Any = None  # feed.instage.InStage: each node's own task feeds it its partition
 
     def __call__(self, task: int, gpus: list[str]) -> dict:  # the barrier task's body (SparkBackend.barrier)
         return run_node(self, task, gpus)
+
+    def fed(self, task: int, gpus: list[str], items: Iterator) -> Iterator:
+        """The barrier task's body over data (``SparkBackend.barrier_over``): the node, fed its partition."""
+        from .feed.instage import run_fed_node
+
+        return run_fed_node(self, task, gpus, items)
 
 
 def spark_executor_id() -> str:
@@ -75,122 +85,6 @@ def spark_executor_id() -> str:
     if os.path.basename(os.path.dirname(cwd)).startswith("app-"):
         return os.path.basename(cwd)
     return "driver"
-
-
-class _Forwarder:
-    """Batches output lines and progress messages from the child to the driver."""
-
-    def __init__(self, conn: channel.Connection) -> None:
-        self.conn = conn
-        self.q: queue.Queue = queue.Queue()
-        self.thread = threading.Thread(target=self._run, daemon=True, name="tfos-forward")
-        self.thread.start()
-
-    def put(self, item: tuple) -> None:
-        self.q.put(item)
-
-    def _run(self) -> None:
-        done = False
-        while not done:
-            lines, reports = [], []
-            deadline = time.monotonic() + LOG_FLUSH_SECONDS
-            while time.monotonic() < deadline and len(lines) < 500:
-                try:
-                    item = self.q.get(timeout=max(0.0, deadline - time.monotonic()))
-                except queue.Empty:
-                    break
-                if item is None:
-                    done = True
-                    break
-                if isinstance(item, m.Message):
-                    reports.append(item)
-                else:
-                    lines.append(item)
-            try:
-                if lines:
-                    self.conn.send(m.encode(m.Logs(tuple(lines))))
-                for report in reports:
-                    self.conn.send(m.encode(report))
-            except OSError:
-                return
-
-    def close(self) -> None:
-        self.q.put(None)
-        self.thread.join(timeout=5)
-
-
-def _pump_lines(stream, name: str, fwd: _Forwarder) -> None:
-    for raw in iter(stream.readline, b""):
-        line = raw.decode("utf-8", "replace").rstrip("\n")
-        fwd.put((name, line))
-    stream.close()
-
-
-STATUS_MESSAGES = (m.StepReport, m.FeedServing, m.FeedReport)
-
-
-def _pump_status(stream, fwd: _Forwarder) -> None:
-    """Forward the child's status lines (progress and feed reports) as typed messages."""
-    for raw in iter(stream.readline, b""):
-        try:
-            msg = m.from_json(raw)
-        except ChannelError as e:
-            log.warning("a status line from the node's process was refused: %s", e)
-            continue
-        if isinstance(msg, STATUS_MESSAGES):
-            fwd.put(msg)
-        else:
-            log.warning("the node's process sent %r on its status pipe; ignored", msg.TYPE)
-    stream.close()
-
-
-def _child_env(plan: NodePlan, task: int, gpus: list[str]) -> dict:
-    env = dict(os.environ)
-    env.update(plan.env)
-    env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
-    env["TFOS_RUN_ID"] = plan.run_id  # marks the node's processes (and their children) as this run's
-    env["TFOS_TASK"] = "{}:{}".format(*plan.roles[task])
-    env["TFOS_ATTEMPT"] = str(plan.attempt)
-    env["PYTHONUNBUFFERED"] = "1"
-    legacy = plan.legacy_keras
-    if legacy is None:
-        legacy = tf_keras_installed()
-    if legacy:
-        env.setdefault("TF_USE_LEGACY_KERAS", "1")
-    # The child must import this package the same way the Python worker did, but not pyspark
-    # from Spark's pyspark.zip when an installed copy exists: zipimport compiles every module from
-    # source on each start, which costs about a second per node.
-    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    paths = [here, *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
-    if _installed_pyspark(paths):
-        paths = [p for p in paths if not _is_spark_zip(p)]
-    env["PYTHONPATH"] = os.pathsep.join(paths)
-    return env
-
-
-def _is_spark_zip(path: str) -> bool:
-    name = os.path.basename(path)
-    return name.endswith(".zip") and (name.startswith("pyspark") or name.startswith("py4j"))
-
-
-def _installed_pyspark(pythonpath: list[str]) -> bool:
-    """Whether pyspark and py4j can be imported from plain folders (site-packages or PYTHONPATH)."""
-    from importlib.machinery import PathFinder
-
-    folders = [p for p in (*pythonpath, *sys.path) if p and not p.endswith(".zip")]
-    return all(PathFinder.find_spec(name, folders) is not None for name in ("pyspark", "py4j"))
-
-
-def _spawn_child(plan: NodePlan, task: int, gpus: list[str], workdir: str) -> tuple[subprocess.Popen, int]:
-    status_r, status_w = os.pipe()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tfos_notebook.runtime.child", str(status_w), str(os.getpid()), plan.run_id,
-         str(task)],
-        env=_child_env(plan, task, gpus), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        pass_fds=(status_w,), start_new_session=True, cwd=workdir,
-    )
-    os.close(status_w)
-    return proc, status_r
 
 
 def node_log_dir(plan: NodePlan, role: str, index: int, workdir: str) -> tuple[str, bool]:
@@ -208,14 +102,14 @@ def node_log_dir(plan: NodePlan, role: str, index: int, workdir: str) -> tuple[s
     return path, True
 
 
-def run_node(plan: NodePlan, task: int, gpus: list[str]) -> dict:
+def run_node(plan: NodePlan, task: int, gpus: list[str], local_feed: LocalFeed | None = None) -> dict:
     """Run one node of the cluster; returns a small summary for Spark to collect. The outcome that
     matters travels to the driver over the control channel."""
     role, index = plan.roles[task]
     if plan.attempt:  # a relaunch: what the lost attempt left on this host must not write beside us
         kill_attempts_before(plan.run_id, plan.attempt)
     workdir = tempfile.mkdtemp(prefix=f"tfos-{plan.run_id}-{task}-")
-    proc, status_r = _spawn_child(plan, task, gpus, workdir)  # starts up while the cluster reserves
+    proc, status_r = spawn_child(plan, task, gpus, workdir)  # starts up while the cluster reserves
     pid_file = os.path.join(pid_dir(), f"{plan.run_id}-{task}.json")
     conn = None
     try:
@@ -258,26 +152,28 @@ def run_node(plan: NodePlan, task: int, gpus: list[str]) -> dict:
         proc.stdin.close()
         conn.send(m.encode(m.NodeStateReport("running", proc.pid)))
         started.set()
-        return _supervise(plan, task, proc, status_r, result_path, conn, log_dir if ship_logs else None, reporter)
+        return _supervise(plan, task, proc, status_r, result_path, conn, log_dir if ship_logs else None, reporter,
+                          local_feed)
     finally:
         kill_process_group(proc, 0.5)
         try:
             os.remove(pid_file)
-        except OSError:
-            pass
+        except OSError as e:
+            log.debug("could not remove the pid record %s: %s", pid_file, e)
         shutil.rmtree(workdir, ignore_errors=True)
         if conn is not None:
             conn.close()
 
 
 def _supervise(plan: NodePlan, task: int, proc: subprocess.Popen, status_r: int, result_path: str,
-               conn: channel.Connection, ship_dir: str | None, reporter: threading.Thread) -> dict:
+               conn: channel.Connection, ship_dir: str | None, reporter: threading.Thread,
+               local_feed: LocalFeed | None) -> dict:
     """Forward the child's output, progress and (from ``ship_dir``) event files, obey stop, and
     report its outcome."""
-    fwd = _Forwarder(conn)
-    pumps = [threading.Thread(target=_pump_lines, args=(proc.stdout, "stdout", fwd), daemon=True),
-             threading.Thread(target=_pump_lines, args=(proc.stderr, "stderr", fwd), daemon=True),
-             threading.Thread(target=_pump_status, args=(os.fdopen(status_r, "rb"), fwd), daemon=True)]
+    fwd = Forwarder(conn)
+    pumps = [threading.Thread(target=pump_lines, args=(proc.stdout, "stdout", fwd), daemon=True),
+             threading.Thread(target=pump_lines, args=(proc.stderr, "stderr", fwd), daemon=True),
+             threading.Thread(target=pump_status, args=(os.fdopen(status_r, "rb"), fwd, local_feed), daemon=True)]
     for t in pumps:
         t.start()
     shipper = LogShipper(conn, ship_dir).start() if ship_dir else None

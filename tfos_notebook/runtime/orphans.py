@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import glob
 import json
+import logging
 import os
 import socket
 import time
@@ -20,6 +21,9 @@ import psutil
 
 from .gpus import GpuProcess, gpu_processes
 from .spark import backend_for
+from .timeouts import Deadline
+
+log = logging.getLogger(__name__)
 
 PID_DIR_NAME = "tfos_notebook-pids"
 
@@ -65,8 +69,8 @@ def _live_runs() -> set[str]:
         else:
             try:
                 os.remove(path)  # the node is gone; its record is stale
-            except OSError:
-                pass
+            except OSError as e:
+                log.debug("could not remove the stale pid record %s: %s", path, e)
     return live
 
 
@@ -84,11 +88,8 @@ def _kill(pid: int, grace: float = 3.0) -> bool:
         proc = psutil.Process(pid)
         for send in (proc.terminate, proc.kill):
             send()
-            deadline = time.monotonic() + grace
-            while time.monotonic() < deadline:
-                if _gone(proc):
-                    return True
-                time.sleep(0.05)
+            if Deadline(grace).wait_until(lambda: _gone(proc)):
+                return True
         return _gone(proc)
     except psutil.NoSuchProcess:
         return True

@@ -71,8 +71,10 @@ class Supervisor:
             coord, tag = self.coord, run.job_group
             run.events.publish(LaunchSubmitted(run.run_id, num_tasks=n, roles=tuple(nd.name for nd in coord.nodes),
                                                attempt=coord.attempt))
-            job = run.backend.submit(tag, f"tfos_notebook run {run.name} attempt {coord.attempt}",
-                                     partial(run.backend.barrier, n, run.plan(coord.attempt)))
+            plan = run.plan(coord.attempt)
+            body = (partial(run.instage.run_stage, run.backend, plan) if run.instage is not None
+                    else partial(run.backend.barrier, n, plan))
+            job = run.backend.submit(tag, f"tfos_notebook run {run.name} attempt {coord.attempt}", body)
             self._watch(job, coord)
             # The nodes' connections close after their last message (the result): once they are all
             # gone, every result has been handled and the attempt's outcome is known.

@@ -26,6 +26,7 @@ import psutil
 from ..devcluster import free_port
 from ..errors import TFOSError
 from ..runtime.procs import kill_group
+from ..runtime.timeouts import Deadline
 from ..state.files import same_process, state_dir, write_json_atomic
 from .urls import local_url
 
@@ -210,8 +211,8 @@ def _launch(logdir: str, port: int, reload_interval: float, with_tensorflow: boo
     info = TensorBoardInfo(pid=proc.pid, port=port, logdir=logdir, owner_pid=os.getpid(), started=time.time(),
                            create_time=psutil.Process(proc.pid).create_time(), log_file=log_file)
     _write_entry(info)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    deadline = Deadline(timeout)
+    while not deadline.expired:
         if proc.poll() is not None:
             _remove_entry(info.pid)
             if not _port_free(port):

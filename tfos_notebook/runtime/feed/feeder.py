@@ -23,15 +23,15 @@ import pyarrow as pa
 
 from ..ctx import FOREGROUND_ROLES
 from ..errors import FeedError, FeedTimeout, SparkJobError, TFOSError
-from ..events import EpochFed, FeedProgress
+from ..events import EpochFed, FeedPlanned, FeedProgress
 from ..messages import FeedReport, FeedServing
 from ..spark import error_summary
+from ..timeouts import Deadline
 from .codec import batch_bytes, empty_stream, rows_to_batch, schema_for_sample
 from .protocol import CONNECTION_ERRORS, tell
-from .tasks import RECORD_DDL, InferFeed, TrainFeed
+from .tasks import RECORD_DDL, TASK_TIMEOUT_MARGIN, InferFeed, TrainFeed
 
 PROGRESS_EVENT_SECONDS = 5.0
-TASK_TIMEOUT_MARGIN = 60.0  # the tasks' own timeout, a safety net behind the driver's watch
 _NO_REPORT = FeedReport(received=0, consumed=0, buffered=0)
 
 
@@ -50,13 +50,16 @@ class FeedSummary:
 
 
 @dataclass
-class _Data:
+class DataSample:
+    """What the nodes learn of the data before it is fed: its kind (``df`` or ``rdd``), one row
+    (``sample``) and its Arrow schema, read on the driver with a one-row Spark job."""
+
     kind: str  # "df" or "rdd"
     sample: pa.RecordBatch | None
     schema: pa.Schema | None
 
     @classmethod
-    def of(cls, data: Any) -> _Data:
+    def of(cls, data: Any) -> DataSample:
         from pyspark import RDD
         from pyspark.sql import DataFrame
 
@@ -118,18 +121,18 @@ class Feeder:
 
     def wait_for_feeds(self, timeout: float) -> list[tuple[str, int]]:
         """The data-feed address of every training node, waiting up to ``timeout`` seconds."""
-        deadline = time.monotonic() + timeout
+        deadline = Deadline(timeout)
         with self._cond:
             while True:
                 missing = [nd for nd in self.trainers() if nd.task not in self._addresses]
                 if not missing:
                     return [self._addresses[nd.task] for nd in self.trainers()]
                 self._raise_if_run_ended()
-                if time.monotonic() >= deadline:
+                if deadline.expired:
                     raise FeedTimeout(f"nodes {[nd.name for nd in missing]} did not open their data feed within "
                                       f"{timeout:.0f}s: their function has not started (see their logs), or the run "
                                       "was not started with input_mode='spark'")
-                self._cond.wait(0.25)
+                self._cond.wait(min(0.25, deadline.remaining()))
 
     def _raise_if_run_ended(self) -> None:
         if self.run.error is not None:
@@ -141,8 +144,9 @@ class Feeder:
         slots, nodes = self.run.backend.cluster().total_slots, len(self.run.roles)
         if slots <= nodes:
             raise FeedError(f"the cluster runs {slots} tasks at once and the {nodes} nodes hold all of them, so no "
-                            "task is left to feed them: add executors or cores (spark.executor.cores), or use fewer "
-                            "nodes")
+                            "task is left to feed them over the network: give the data when the run starts "
+                            "(Run.start(data, epochs), %%tfos_train --data, or TFCluster.run before any train() on "
+                            "such a cluster), which feeds each node from its own task, or add executors or cores")
 
     def _broadcast(self, addresses: list[tuple[str, int]], msg: dict) -> None:
         for nd, address in zip(self.trainers(), addresses, strict=True):
@@ -159,9 +163,7 @@ class Feeder:
     def _ends_soon(self, nd, within: float = 10.0) -> bool:
         """Whether ``nd`` has ended or does within ``within`` seconds: a node whose function just
         returned closes its feed a moment before the driver hears of the result."""
-        deadline = time.monotonic() + within
-        while not nd.state.terminal and time.monotonic() < deadline and self.run.error is None:
-            time.sleep(0.1)
+        Deadline(within).wait_until(lambda: nd.state.terminal or self.run.error is not None, interval=0.1)
         return nd.state.terminal
 
     # -- train -----------------------------------------------------------------------------------------
@@ -174,11 +176,14 @@ class Feeder:
             raise FeedError("the feed was already ended (train(..., end_feed=True) or shutdown): pass "
                             "end_feed=False to every train() call but the last")
         self._check_slots()  # first: with no free slot, even reading the sample row would wait forever
-        source = _Data.of(data)
+        source = DataSample.of(data)
         addresses = self.wait_for_feeds(feed_timeout)
         with self._cond:
             self._passes += 1
             seq = self._passes
+        if seq == 1:
+            self.run.events.publish(FeedPlanned(self.run.run_id, path="network", detail=(
+                "network: Spark tasks beside the nodes stream each partition to a node over the network")))
         self._broadcast(addresses, {"t": "sample", "pass": str(seq), "data": source.sample_bytes()})
         started, total, epochs, partial = time.monotonic(), 0, 0, False
         per_node = {nd.name: 0 for nd in self.trainers()}
@@ -205,7 +210,7 @@ class Feeder:
             self.end_feed(feed_timeout)
         return FeedSummary(epochs, total, time.monotonic() - started, partial, per_node)
 
-    def _feed_pass(self, data, source: _Data, addresses, pass_id: str, feed_timeout: float,
+    def _feed_pass(self, data, source: DataSample, addresses, pass_id: str, feed_timeout: float,
                    what: str) -> tuple[list[dict], bool]:
         if source.kind == "rdd" and source.schema is None:
             return [], False  # an empty RDD: nothing to send

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from ..timeouts import Deadline
 from .codec import column_to_numpy
 
 
@@ -128,16 +129,15 @@ class FeedQueue:
         ``timeout``."""
         pieces: list[Piece] = []
         got = 0
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = Deadline(timeout)
         with self._cond:
             while got < n:
                 if self.terminated:
                     return pieces, "terminated"
                 if not self._items:
-                    left = None if deadline is None else deadline - time.monotonic()
-                    if left is not None and left <= 0:
+                    if deadline.expired:
                         return pieces, "timeout"
-                    self._cond.wait(left)
+                    self._cond.wait(deadline.remaining())
                     continue
                 head = self._items[0]
                 if isinstance(head, Chunk):

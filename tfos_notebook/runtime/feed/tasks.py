@@ -28,6 +28,7 @@ from .protocol import CONNECTION_ERRORS, FRAME_BYTES, MAX_FRAME, FeedClient
 RECORD_SCHEMA = pa.schema([("part", pa.int32()), ("node", pa.int32()), ("rows", pa.int64()),
                            ("skipped", pa.int64()), ("status", pa.string()), ("detail", pa.string())])
 RECORD_DDL = "part int, node int, rows long, skipped long, status string, detail string"
+TASK_TIMEOUT_MARGIN = 60.0  # the tasks' own timeout, a safety net behind the driver's watch
 
 
 class _Stop(Exception):

@@ -135,8 +135,8 @@ class SparkBackend(ABC):
         return self.conf("spark.driver.host") or "127.0.0.1"
 
     def driver_gpus(self) -> list[str]:
-        """GPU addresses Spark gave the driver (``spark.driver.resource.gpu.*``), for training in the
-        driver's process; none where the driver is not this process."""
+        """GPU addresses Spark's resources give the driver process itself (none where this process
+        is not the driver, as with a Spark Connect client)."""
         return []
 
     @abstractmethod
