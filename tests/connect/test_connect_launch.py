@@ -138,3 +138,14 @@ def test_an_rdd_cannot_be_fed_through_a_connect_session(connect_spark):
     rdd = FakeRdd.__new__(type("RDD", (RDD,), {}))
     with pytest.raises(ConfigError, match="a Spark Connect session has no RDDs: pass a DataFrame"):
         backend_for(connect_spark).barrier_over(rdd, lambda *a: [], "x long")
+
+
+def test_the_cleanup_magic_scans_the_executors_with_a_barrier_job(ip, connect_spark, capsys):
+    """%tfos_cleanup on a Connect session: a barrier mapInArrow over every slot lists the leftovers
+    of earlier runs (this machine may hold other suites' processes, so only the scan is checked)."""
+    from tfos_notebook.runtime.orphans import scan_cluster
+
+    result = ip.run_cell("%tfos_cleanup")
+    assert result.success, result.error_in_exec
+    assert capsys.readouterr().out.strip()
+    assert isinstance(scan_cluster(connect_spark), list)
