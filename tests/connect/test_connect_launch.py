@@ -149,3 +149,10 @@ def test_the_cleanup_magic_scans_the_executors_with_a_barrier_job(ip, connect_sp
     assert result.success, result.error_in_exec
     assert capsys.readouterr().out.strip()
     assert isinstance(scan_cluster(connect_spark), list)
+
+
+def test_tfcluster_run_takes_a_connect_session(connect_spark):
+    from tfos_notebook import TFCluster
+
+    cluster = TFCluster.run(connect_spark, node_value, None, 2)
+    assert cluster.shutdown() == {"who": "chief:0", "n": 2}
