@@ -15,7 +15,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..runtime import preflight
-from ..runtime.feed.feeder import FeedSummary
+from ..runtime.feed.data import FeedSummary
 from ..runtime.launch import Run
 from ..runtime.lifecycle import RunState
 

@@ -24,6 +24,7 @@ from .coordinator import NodeRecord
 from .diagnose import Finding, blockers
 from .errors import ConfigError, PreflightError, RunStopped
 from .events import ClusterReady, EventStream, FeedPlanned, RunFinished
+from .feed.api import SparkFeeding
 from .filetail import Chunk
 from .lifecycle import Lifecycle, RunState
 from .node import NodePlan
@@ -35,7 +36,7 @@ from .watch import LiveDiagnosis
 FileSink = Callable[[str, list[Chunk]], dict[str, int]]
 
 
-class Run:
+class Run(SparkFeeding):
     """One launch of ``main_fun`` on a gang of Spark barrier tasks.
 
     Args:
@@ -286,66 +287,6 @@ class Run:
         self._file_sink = sink
         if sink is not None:
             self._supervisor.coord.broadcast(m.FilesResend())
-
-    # -- InputMode.SPARK -----------------------------------------------------------------------------
-    def _feeder(self):
-        if self.feeder is None:
-            raise ConfigError(f"run {self.name} was started with input_mode={self.input_mode!r}; feeding Spark "
-                              "data needs Run(..., input_mode='spark') (TFCluster.run(..., input_mode=InputMode.SPARK))")
-        if self.instage is not None:
-            raise ConfigError(f"run {self.name} is fed in-stage: its data was given to start(), and its nodes take "
-                              "no other")
-        return self.feeder
-
-    def predictions(self) -> Any:
-        """The predictions of a run started with ``start(data, predict=True)``, once it finished: a
-        DataFrame (kept columns, then the prediction columns) or an RDD (one value per row).
-        Raises the run's error if it failed."""
-        if self.instage is None or self.instage.spec.mode != "infer":
-            raise ConfigError(f"run {self.name} was not started with start(data, predict=True)")
-        self.wait()
-        return self.instage.predictions()
-
-    def train(self, data: Any, num_epochs: int = 1, feed_timeout: float = 600.0, end_feed: bool = True):
-        """Feed a Spark DataFrame or RDD to the training nodes ``num_epochs`` times; returns a
-        ``FeedSummary`` once every row of every epoch is with the nodes.
-
-        Partitions go round-robin to the chief and workers over the network (no task needs to run
-        where its node runs, but the cluster needs a free task slot beside the nodes). Each pass
-        over ``ctx.dataset`` on a node is one epoch. The nodes' ``terminate()`` (or their function
-        returning) ends feeding early without error.
-
-        Args:
-            data: a DataFrame (fed as Arrow batches) or an RDD (rows of tuples, Rows, dicts,
-                numbers, strings or numpy arrays; the first row fixes the types).
-            num_epochs: passes over ``data``; each runs one Spark job, so cache ``data`` if it is
-                costly to compute.
-            feed_timeout: seconds a node may leave fed data untouched before this fails.
-            end_feed: after the last epoch, tell the nodes no more data will come
-                (``DataFeed.should_stop()``); pass False to call ``train`` again.
-
-        Raises:
-            FeedTimeout: a node took no data for ``feed_timeout`` seconds.
-            NodeError: a node failed while being fed (its traceback).
-            FeedError: the data cannot be fed (no free slot, bad types...), with the fix.
-        """
-        return self._feeder().train(data, num_epochs, feed_timeout, end_feed)
-
-    def inference(self, data: Any, feed_timeout: float = 600.0, schema: Any = None, keep: list[str] | None = None):
-        """Predictions of the nodes for every row of ``data``, computed lazily by Spark.
-
-        For an RDD, an RDD with one prediction per row, in order. For a DataFrame, a DataFrame
-        of the ``keep`` columns (default: all) of each row next to its prediction columns; their
-        types come from ``schema`` (DDL string or StructType) or, when omitted, from the nodes'
-        answer for the first row (which they then see twice). The nodes answer with
-        ``ctx.predict(fn)`` or ``DataFeed(ctx.mgr, train_mode=False)``; rows and answers travel on
-        one connection, so each row gets exactly its own prediction. Call before the feed ends.
-        """
-        return self._feeder().inference(data, feed_timeout, schema, keep)
-
-    def end_feed(self, timeout: float = 600.0) -> None:
-        """Tell the nodes that no more data will come (``DataFeed.should_stop()`` turns true)."""
-        self._feeder().end_feed(timeout)
 
     def wait_for_reservations(self, timeout: float | None = None) -> dict[str, list[str]]:
         """Block until every node registered; returns the cluster spec or raises the run's error."""

@@ -35,7 +35,7 @@ from .orphans import kill_attempts_before, pid_dir
 from .procs import kill_process_group
 
 if TYPE_CHECKING:
-    from .feed.instage import LocalFeed
+    from .feed.instage_task import LocalFeed
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ class NodePlan:
 
     def fed(self, task: int, gpus: list[str], items: Iterator) -> Iterator:
         """The barrier task's body over data (``SparkBackend.barrier_over``): the node, fed its partition."""
-        from .feed.instage import run_fed_node
+        from .feed.instage_task import run_fed_node
 
         return run_fed_node(self, task, gpus, items)
 

@@ -19,7 +19,7 @@ from .errors import ChannelError
 from .timeouts import Deadline
 
 if TYPE_CHECKING:
-    from .feed.instage import LocalFeed
+    from .feed.instage_task import LocalFeed
     from .node import NodePlan
 
 log = logging.getLogger(__name__)
