@@ -62,3 +62,12 @@ def test_log_dirs_are_read_as_files_where_the_driver_sees_them(tmp_path):
     assert fuse_path("dbfs:/tfos/runs/x", dbfs_mount=str(tmp_path)) == f"{tmp_path}/tfos/runs/x"
     assert fuse_path("dbfs:/tfos/runs/x", dbfs_mount=str(tmp_path / "absent")) is None
     assert fuse_path("s3://bucket/logs") is None
+
+
+def test_a_client_off_the_driver_host_is_told_it_cannot_be_reached():
+    from tfos_notebook.runtime.spark import DriverUnreachable
+
+    backend = ConfOnly({"spark.master": "spark://m:7077", "spark.driver.host": "192.0.2.1"})  # TEST-NET-1
+    with pytest.raises(DriverUnreachable, match=r"^the executors cannot connect to this notebook's host 192\.0\.2\.1 "
+                                                r"\(this process cannot listen on 192\.0\.2\.1 \("):
+        backend.check_reachable()

@@ -206,7 +206,10 @@ class ConnectBackend(SparkBackend):
             return self._probe
 
     def _run_probe(self) -> Probe:
-        listener = _Listener(self.driver_host())
+        try:
+            listener = _Listener(self.driver_host())
+        except OSError as e:  # the driver host is not this machine: a client outside the cluster
+            return Probe((), (f"this process cannot listen on {self.driver_host()} ({e})",), (), time.monotonic())
         try:
             task = ProbeTask(self.driver_host(), listener.port)
             tasks = max(1, self._conf_slots_hint())
