@@ -11,7 +11,7 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON ?= $(abspath $(PY))
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: demo test lint venv clean bench bench-feed bench-tensorboard bench-kernel labext ui-deps chromium lab
+.PHONY: demo test lint venv clean bench bench-connect bench-feed bench-tensorboard bench-kernel labext ui-deps chromium lab
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,9 @@ lint: $(STAMP) node_modules/.package-lock.json
 # Benchmarks run by hand (not in CI), each beside its anchor in the same run; see docs/benchmarks.md.
 bench: $(STAMP)
 	$(PY) bench/launch.py
+
+bench-connect: $(STAMP)
+	$(PY) bench/connect_launch.py
 
 bench-feed: $(STAMP)
 	$(PY) bench/feed.py

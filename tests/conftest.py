@@ -47,6 +47,10 @@ class _SparkSlot:
 
 _slot = _SparkSlot()
 
+# The Spark Connect tests run in a pytest process of their own, which never holds a classic
+# SparkContext (tests/test_spark_connect.py starts it; see tests/connect/conftest.py).
+collect_ignore = [] if os.environ.get("TFOS_CONNECT_SUITE") else ["connect"]
+
 
 @pytest.fixture(autouse=True)
 def _ship_test_module_by_value(request):

@@ -180,6 +180,68 @@ class StandaloneCluster:
         self.stop()
 
 
+@dataclass
+class ConnectServer:
+    """A Spark Connect server on 127.0.0.1 (``local[cores]``), started from pyspark's own jars as
+    a separate process: clients reach it with ``SparkSession.builder.remote(server.url)``.
+
+    Args:
+        cores: the server's local task slots.
+        conf: extra Spark settings for the server's application.
+        pythonpath: ``PYTHONPATH`` of the server and its Python workers (default: this process's
+            ``sys.path``, so executors import the same code as the caller).
+    """
+
+    cores: int = 3
+    conf: dict[str, str] = field(default_factory=dict)
+    pythonpath: str | None = None
+    host: str = "127.0.0.1"
+    root: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="tfos-connect-")))
+    port: int = 0
+    _proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"sc://{self.host}:{self.port}"
+
+    def start(self, timeout: float = 120.0) -> ConnectServer:
+        """Start the server; return once it accepts connections."""
+        self.port = self.port or free_port(self.host)
+        env = dict(os.environ)
+        env.update(SPARK_HOME=spark_home(), SPARK_LOCAL_IP=self.host, SPARK_NO_DAEMONIZE="1")
+        env.setdefault("PYSPARK_PYTHON", sys.executable)
+        env["PYTHONPATH"] = self.pythonpath if self.pythonpath is not None else os.pathsep.join(p for p in sys.path if p)
+        conf = {"spark.connect.grpc.binding.address": self.host, "spark.connect.grpc.binding.port": str(self.port),
+                "spark.driver.host": self.host, "spark.driver.bindAddress": self.host, "spark.ui.enabled": "false",
+                **self.conf}
+        cmd = [os.path.join(spark_home(), "bin", "spark-submit"), "--class",
+               "org.apache.spark.sql.connect.service.SparkConnectServer", "--master", f"local[{self.cores}]"]
+        for key, value in conf.items():
+            cmd += ["--conf", f"{key}={value}"]
+        log = self.root / "server.log"
+        self._proc = subprocess.Popen(cmd, env=env, stdout=open(log, "wb"), stderr=subprocess.STDOUT,
+                                      start_new_session=True, cwd=self.root)
+        try:
+            _wait_for_port(self.host, self.port, timeout, self._proc, log)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """Stop the server (and its Python workers) and remove its folder."""
+        if self._proc is not None:
+            kill_process_group(self._proc, grace=15)
+            self._proc = None
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def __enter__(self) -> ConnectServer:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
 def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 

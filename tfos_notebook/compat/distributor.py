@@ -20,7 +20,7 @@ from typing import Any
 from ..runtime.diagnose import Finding
 from ..runtime.errors import PreflightError
 from ..runtime.launch import ConfigError, Run
-from ..runtime.spark import backend_for
+from ..runtime.spark import active_session, backend_for
 
 
 def call_train_fn(train_fn: Callable[..., Any], use_custom_strategy: bool, kwargs: dict[str, Any]) -> Any:
@@ -95,7 +95,8 @@ class MirroredStrategyRunner:
         if spark is None:
             from pyspark.sql import SparkSession
 
-            spark = SparkSession.builder.getOrCreate()
+            # the notebook's session, a Spark Connect one included (its builder needs the remote URL)
+            spark = active_session() or SparkSession.builder.getOrCreate()
         self.backend = backend_for(spark)
         self.run_handle: Run | None = None  # the launch of the latest distributed run()
         self.gpus_per_task = 0 if local_mode or not use_gpu else self._task_gpu_amount()

@@ -5,24 +5,16 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from ..runtime.launch import ConfigError
-from ..runtime.spark import active_session, is_connect
+from ..runtime.spark import active_session
 
 
 def notebook_spark(min_slots: int, say: Callable[[str], None] = print):
-    """The notebook's active SparkSession; with none, a ``local[N]`` one (N = max(``min_slots``,
-    CPU count)), announced through ``say``.
-
-    Raises:
-        ConfigError: the active session is a Spark Connect session, which cannot run barrier jobs.
-    """
+    """The notebook's active SparkSession (classic or Spark Connect); with none, a ``local[N]`` one
+    (N = max(``min_slots``, CPU count)), announced through ``say``."""
     from pyspark.sql import SparkSession
 
     session = active_session()
     if session is not None:
-        if is_connect(session):
-            raise ConfigError("the active SparkSession is a Spark Connect session, which cannot run the barrier "
-                              "jobs training needs: use a classic (single-user) cluster or a local session")
         return session
     slots = max(min_slots, os.cpu_count() or 1)
     session = (SparkSession.builder.master(f"local[{slots}]").appName("tfos_notebook")

@@ -26,11 +26,13 @@ class Finding:
     evidence: tuple[str, ...]
     remedy: str
     severity: str = BLOCKER
+    estimated: bool = False  # rests on estimated figures (Spark Connect: no scheduler state to read)
 
     def describe(self, head: str = "", evidence: bool = True, sep: str = "\n    ") -> str:
         """The finding as text: ``head`` and the cause, then (with ``evidence``) each evidence line
         and the fix, each after ``sep`` (by default indented lines below the cause)."""
-        parts = [f"{head}{self.cause}", *(f"evidence: {e}" for e in self.evidence if evidence), f"fix: {self.remedy}"]
+        cause = f"{self.cause} (estimate)" if self.estimated else self.cause
+        parts = [f"{head}{cause}", *(f"evidence: {e}" for e in self.evidence if evidence), f"fix: {self.remedy}"]
         return sep.join(parts)
 
 
@@ -58,6 +60,8 @@ class Snapshot:
         task_errors: errors of failed attempts of the launch's Spark tasks.
         versions: ``(role:index, python, tensorflow)`` each registered node reported ("" when absent).
         driver_versions: the driver's ``(python, tensorflow)``.
+        exact: False when slots and executors are estimates (Spark Connect: the session's conf and
+            a probe job instead of the scheduler's state); findings resting on them say so.
     """
 
     requested_tasks: int
@@ -79,6 +83,7 @@ class Snapshot:
     task_errors: tuple[str, ...] = ()
     versions: tuple[tuple[str, str, str], ...] = ()
     driver_versions: tuple[str, str] = ("", "")
+    exact: bool = True
 
     @property
     def executors_pending(self) -> int:
@@ -143,9 +148,10 @@ def diagnose(s: Snapshot) -> list[Finding]:
                 (f"requested {s.requested_tasks} nodes{roles}",
                  f"slots for this resource profile: {s.total_slots} (executors x cores per executor / "
                  "spark.task.cpus, and GPUs per executor / spark.task.resource.gpu.amount)",
-                 *_executor_lines(s)),
+                 *_estimate_lines(s), *_executor_lines(s)),
                 f"ask for at most {s.total_slots} nodes, or give the application more executors or cores "
                 "(spark.executor.instances, spark.cores.max, spark.executor.cores)",
+                BLOCKER if s.exact else WARNING, not s.exact,
             ))
     elif s.requested_tasks > s.total_slots - s.busy_slots and s.busy_slots:
         findings.append(Finding(
@@ -167,6 +173,19 @@ def diagnose(s: Snapshot) -> list[Finding]:
             "read the error above; a ModuleNotFoundError usually means tfos_notebook or its dependencies are "
             "not installed on the executors (install them as a cluster library)",
         ))
+    if not s.exact and not s.registered and s.stalled_for and not blockers(findings):
+        findings.append(Finding(
+            "gang_not_started",
+            f"none of the {s.requested_tasks} nodes has started after {s.stalled_for:.0f}s: Spark has not "
+            "scheduled the gang, which needs all its slots free at once",
+            (f"requested {s.requested_tasks} nodes; slots (estimated): {s.total_slots}", *_estimate_lines(s),
+             *_executor_lines(s)),
+            "not enough free slots (other jobs hold some, or the cluster has fewer than estimated), or dynamic "
+            "allocation is on: stop the run, then free slots, ask for fewer nodes, or turn dynamic allocation off; "
+            "Spark itself gives up only after spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures tries "
+            "(about 10 minutes)",
+            WARNING, True,
+        ))
     if s.registered and len(s.registered) < s.requested_tasks and s.stalled_for and not blockers(findings):
         missing = [r for r in s.roles if r not in s.registered]
         findings.append(Finding(
@@ -178,6 +197,13 @@ def diagnose(s: Snapshot) -> list[Finding]:
             WARNING,
         ))
     return findings
+
+
+def _estimate_lines(s: Snapshot) -> tuple[str, ...]:
+    if s.exact:
+        return ()
+    return ("slots and executors are estimates: a Spark Connect session shows no scheduler state, so they come "
+            "from the session's conf and a probe job",)
 
 
 def _tail(text: str, lines: int = 6) -> str:

@@ -217,6 +217,7 @@ class Run(SparkFeeding):
             self.diagnosis.publish(findings)
             if blockers(findings):
                 raise PreflightError(f"cannot launch {len(self.roles)} nodes:", blockers(findings))
+            self.backend.check_reachable()
             self._default_fs = self.backend.default_fs()
             self._secret = channel.new_secret()
             self._server = channel.ControlServer(self.backend.driver_host(), self._secret, self._on_message,

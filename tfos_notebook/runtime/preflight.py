@@ -40,6 +40,7 @@ def snapshot(backend: SparkBackend | Any, requested_tasks: int, roles: tuple[str
         executor_gpus=int(float(backend.conf("spark.executor.resource.gpu.amount", "0"))),
         gpus_per_node=gpus_per_node,
         elapsed=elapsed,
+        exact=view.exact,
         **live,
     )
 

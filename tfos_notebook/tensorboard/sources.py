@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
@@ -132,6 +133,16 @@ def is_uri(logdir: str) -> bool:
     return "://" in logdir or logdir.startswith("dbfs:")
 
 
+def fuse_path(uri: str, dbfs_mount: str = "/dbfs") -> str | None:
+    """The local path of ``uri`` where the driver sees it as files: ``file://`` URIs, and
+    ``dbfs:/`` URIs under Databricks' FUSE mount when it exists; else None."""
+    if uri.startswith("file://"):
+        return urllib.parse.urlparse(uri).path
+    if uri.startswith("dbfs:/") and os.path.isdir(dbfs_mount):
+        return dbfs_mount + "/" + uri[len("dbfs:"):].lstrip("/")
+    return None
+
+
 def open_source(logdir: str, sc: Any = None,
                 backend: str = "auto") -> LocalSource | HadoopSource | FsspecSource:
     """The source that reads ``logdir`` from the driver.
@@ -139,8 +150,10 @@ def open_source(logdir: str, sc: Any = None,
     Args:
         logdir: a local or FUSE path (``/dbfs/runs/x``), a Hadoop URI (``hdfs://``, ``dbfs:/``,
             ``s3a://``, ``file://``...) or an fsspec URL.
-        sc: the Spark that reads Hadoop URIs (a SparkContext, a classic SparkSession or a
-            ``SparkBackend``); without it they go through fsspec.
+        sc: the Spark that reads Hadoop URIs (a SparkContext, a SparkSession or a ``SparkBackend``);
+            without it they go through fsspec. A Spark Connect session has no JVM here: ``auto``
+            then reads ``dbfs:/`` through the ``/dbfs`` FUSE mount, ``file://`` locally, and other
+            URIs through fsspec.
         backend: ``auto`` (local paths locally, Hadoop schemes through ``sc``, the rest through
             fsspec), or force ``local``, ``hadoop`` or ``fsspec``.
 
@@ -154,10 +167,18 @@ def open_source(logdir: str, sc: Any = None,
         if has_scheme:
             raise LogdirError(f"{logdir!r} is a URI, not a local path: use backend='hadoop' or 'fsspec'")
         return LocalSource(os.path.abspath(logdir))
-    if backend == "hadoop" or (backend == "auto" and sc is not None and logdir.startswith(HADOOP_SCHEMES)):
-        if sc is None:
+    spark = None if sc is None else backend_for(sc)
+    if backend == "auto" and spark is not None and spark.kind == "connect":
+        local = fuse_path(logdir)  # no JVM here: Databricks' FUSE mount, or the local file system
+        if local is not None:
+            return LocalSource(local)
+    elif backend == "hadoop" or (backend == "auto" and spark is not None and logdir.startswith(HADOOP_SCHEMES)):
+        if spark is None:
             raise LogdirError(f"reading {logdir!r} through Hadoop needs the SparkContext: pass sc=")
-        return HadoopSource(sc, logdir)
+        try:
+            return HadoopSource(spark, logdir)
+        except NotImplementedError as e:  # a Spark Connect session
+            raise LogdirError(str(e)) from None
     try:
         return FsspecSource(logdir)
     except (ImportError, ValueError, OSError) as e:  # no fsspec, unknown protocol, or it cannot connect

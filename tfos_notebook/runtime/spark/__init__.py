@@ -16,25 +16,31 @@ from .backend import (
     is_connect,
 )
 from .classic import ClassicBackend
+from .connect import ConnectBackend, DriverUnreachable
 from .errors import error_summary
 
-__all__ = ["BarrierFn", "ClassicBackend", "DataBarrierFn", "ClusterView", "ExecutorInfo", "HadoopFileSystem", "SparkBackend",
-           "SparkJob", "active_backend", "active_session", "backend_for", "error_summary", "is_connect"]
+__all__ = ["BarrierFn", "ClassicBackend", "ClusterView", "ConnectBackend", "DataBarrierFn", "DriverUnreachable",
+           "ExecutorInfo", "HadoopFileSystem", "SparkBackend", "SparkJob", "active_backend", "active_session",
+           "backend_for", "error_summary", "is_connect"]
 
 
 def backend_for(spark: Any) -> SparkBackend:
-    """The backend of ``spark``: a SparkContext, a classic SparkSession, or a backend already.
+    """The backend of ``spark``: a SparkContext, a classic or Spark Connect SparkSession, or a
+    backend already.
 
     Raises:
-        TypeError: ``spark`` is none of these (a Spark Connect session is not supported yet)."""
+        TypeError: ``spark`` is none of these."""
     if isinstance(spark, SparkBackend):
         return spark
+    if is_connect(spark):
+        return ConnectBackend.of(spark)
     return ClassicBackend.of(spark)
 
 
 def active_backend() -> SparkBackend | None:
-    """The backend of the active SparkSession / SparkContext of this process, or None."""
-    return ClassicBackend.active()
+    """The backend of the active SparkSession / SparkContext of this process (a classic one first,
+    then a Spark Connect session), or None."""
+    return ClassicBackend.active() or ConnectBackend.active()
 
 
 def active_session() -> Any | None:
@@ -43,6 +49,10 @@ def active_session() -> Any | None:
     from pyspark.sql import SparkSession
 
     session = SparkSession.getActiveSession()
-    if session is None and active_backend() is not None:
-        session = SparkSession.builder.getOrCreate()
+    if session is None:
+        backend = active_backend()
+        if isinstance(backend, ConnectBackend):
+            return backend.session
+        if backend is not None:
+            session = SparkSession.builder.getOrCreate()
     return session

@@ -148,6 +148,11 @@ class SparkBackend(ABC):
     def cluster(self, own_tag: str | None = None) -> ClusterView:
         """Executors, slots and other jobs now; tasks of ``own_tag``'s jobs are not "other jobs"."""
 
+    def check_reachable(self) -> None:
+        """Raise a ``TFOSError`` saying what to do when the executors cannot open connections to
+        :meth:`driver_host` (nothing to check where the driver runs in this process)."""
+        return None
+
     @abstractmethod
     def task_errors(self, tag: str) -> tuple[str, ...]:
         """Error messages of failed task attempts in the jobs run under ``tag`` (best effort)."""

@@ -1,0 +1,79 @@
+"""The notebook on a Spark Connect session: %%tfos_train with MultiWorkerMirroredStrategy, input
+mode spark from a Connect DataFrame, and the example notebooks 01 and 06."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+from nbhelpers import TRAINING_CELL, TRAINING_HELPERS
+
+from tfos_notebook.runtime import Run
+
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "example_notebooks"
+
+
+def dataset_ids_per_epoch(args, ctx):
+    ds = ctx.dataset(32, features=["id", "x"])
+    epochs = []
+    for _ in range(args["epochs"]):
+        ids = []
+        for batch in ds:
+            i, x = batch["id"].numpy(), batch["x"].numpy()
+            assert (x == i * 2).all()
+            ids += i.tolist()
+        epochs.append(ids)
+    return epochs
+
+
+@pytest.mark.slow
+def test_the_magic_trains_a_two_worker_mwms_model(ip, connect_spark):
+    ip.run_cell(TRAINING_HELPERS)
+    result = ip.run_cell(f"%%tfos_train --workers 2 --epochs 3 --name digits --monitor text\n{TRAINING_CELL}")
+    assert result.success, result.error_in_exec
+    run = ip.user_ns["digits"]
+    assert run.run.backend.kind == "connect"
+    value = run.wait(300)
+    assert value["accuracy"] > 0.5 and set(run.results) == {"chief:0", "worker:0"}
+    assert ip.run_cell("%tfos_runs").success
+
+
+@pytest.mark.slow
+def test_input_mode_spark_feeds_a_connect_dataframe_exactly_once_per_epoch(connect_spark):
+    df = connect_spark.range(0, 600, 1, 4).selectExpr("id", "id * 2 as x")
+    run = Run(connect_spark, dataset_ids_per_epoch, {"epochs": 2}, 2, input_mode="spark").start()
+    run.wait_for_reservations(120)
+    summary = run.train(df, num_epochs=2)
+    assert summary.epochs == 2 and summary.rows == 1200 and not summary.stopped_early
+    run.wait(180)
+    for epoch in range(2):
+        ids = sorted(i for epochs in run.results.values() for i in epochs[epoch])
+        assert ids == list(range(600)), f"epoch {epoch}: rows missing or repeated"
+
+
+def run_notebook(name: str, work_dir: Path, remote: str, monkeypatch) -> dict:
+    env = {"TFOS_EPOCHS": "3", "TFOS_MONITOR": "text", "TFOS_WORK_DIR": str(work_dir), "TFOS_SPARK_REMOTE": remote}
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
+    try:
+        NotebookClient(nb, timeout=600, kernel_name="python3",
+                       resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
+    finally:
+        nbformat.write(nb, work_dir / name.replace(".ipynb", ".executed.ipynb"))
+    return json.loads((work_dir / name.replace(".ipynb", ".json")).read_text())
+
+
+@pytest.mark.slow
+def test_example_notebooks_01_and_06_run_on_spark_connect(connect_server, tmp_path, monkeypatch):
+    summary = run_notebook("01_train_digits.ipynb", tmp_path, connect_server.url, monkeypatch)
+    assert summary["accuracy"] >= 0.9, summary
+    assert (Path(summary["exported_model"]) / "saved_model.pb").exists()
+    assert list(Path(summary["tensorboard_logdir"]).glob("chief_0/**/events.out.tfevents.*"))
+    summary = run_notebook("06_distributor_style.ipynb", tmp_path, connect_server.url, monkeypatch)
+    assert summary["accuracy"] >= 0.9 and summary["workers"] == ["worker:0", "worker:1"], summary
+    assert os.path.exists(tmp_path / "06_distributor_style.json")
