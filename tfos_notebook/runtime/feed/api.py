@@ -35,7 +35,8 @@ class SparkFeeding:
         ``FeedSummary`` once every row of every epoch is with the nodes.
 
         Partitions go round-robin to the chief and workers over the network (no task needs to run
-        where its node runs, but the cluster needs a free task slot beside the nodes). Each pass
+        where its node runs, but the cluster needs a free task slot beside the nodes; data given to
+        ``start(data)`` needs none). Each pass
         over ``ctx.dataset`` on a node is one epoch. The nodes' ``terminate()`` (or their function
         returning) ends feeding early without error.
 
