@@ -104,14 +104,15 @@ class Supervisor:
         deadline = Deadline(run.reservation_timeout)
         count, last_change, last_diagnosis = 0, time.monotonic(), 0.0
         cancelled = background_stopped = False
-        while not job.join(WATCH_INTERVAL):
+        while not job.join(min(WATCH_INTERVAL, deadline.remaining()) if self.state is RunState.RESERVING
+                           else WATCH_INTERVAL):
             now, state = time.monotonic(), self.state
             if state is RunState.RESERVING:
                 registered = coord.registered()
-                if len(registered) != count:
-                    count, last_change = len(registered), now
-                elif deadline.expired:
+                if deadline.expired:
                     self._reservation_timeout(coord, now - last_change)
+                elif len(registered) != count:
+                    count, last_change = len(registered), now
                 elif now - last_change >= run.stall_secs and now - last_diagnosis >= 1.0:
                     last_diagnosis = now
                     run.diagnosis.publish(run.diagnosis.live(run.job_group, registered, now - last_change))
