@@ -71,20 +71,21 @@ def test_a_training_cell_shows_a_tensorboard_panel_of_every_nodes_curves_and_its
         ip, local_spark, tmp_path, capsys):
     logdir = tmp_path / "logs"
     run = launch(ip, f"--workers 2 --monitor widget --logdir {logdir}", SUMMARY_CELL)
-    assert run.wait(300) == f"{logdir}/chief_0"  # --logdir is the run's log_dir
+    assert run.wait(300) == f"{logdir}/{run.run_id}/chief_0"  # each run writes under --logdir/<run id>
     assert wait_until(lambda: run.tensorboard is not None, 120)
     board = run.tensorboard
     assert iframe_src(run.monitor.tensorboard_panel.frame.value) == board.url == run.tensorboard_url
     assert run.monitor.tensorboard_panel.frame.layout.display == ""
     assert wait_until(lambda: served_runs(board) == {"chief_0", "worker_0"}, 30), served_runs(board)
 
-    # The nodes (on this machine's disk) left their event files in --logdir: serve it directly.
+    # The nodes (on this machine's disk) left their event files under --logdir: serve it directly.
     panel = ip.run_cell(f"%tfos_tensorboard {logdir} --display widget").result
     assert isinstance(panel, TensorBoardPanel)
     served = ip.magics_manager.registry["TFOSMagics"].runs.boards[os.path.realpath(logdir)]
     assert iframe_src(panel.frame.value) == served.url and served.port != board.port
     assert served.mirror.root == os.path.realpath(logdir)
-    assert wait_until(lambda: served_runs(served) == {"chief_0", "worker_0"}, 30), served_runs(served)
+    mine = {f"{run.run_id}/chief_0", f"{run.run_id}/worker_0"}  # the log dir holds runs side by side
+    assert wait_until(lambda: served_runs(served) == mine, 30), served_runs(served)
     again = ip.run_cell(f"%tfos_tensorboard {logdir} --display widget").result
     assert again.url == served.url and len(process.running()) == 2  # reused: the run's and this one
 
