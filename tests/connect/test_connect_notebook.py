@@ -73,7 +73,7 @@ def test_example_notebooks_01_and_06_run_on_spark_connect(connect_server, tmp_pa
     summary = run_notebook("01_train_digits.ipynb", tmp_path, connect_server.url, monkeypatch)
     assert summary["accuracy"] >= 0.9, summary
     assert (Path(summary["exported_model"]) / "saved_model.pb").exists()
-    assert list(Path(summary["tensorboard_logdir"]).glob("chief_0/**/events.out.tfevents.*"))
+    assert list(Path(summary["tensorboard_logdir"]).glob("*/chief_0/**/events.out.tfevents.*"))  # <logdir>/<run id>/chief_0
     summary = run_notebook("06_distributor_style.ipynb", tmp_path, connect_server.url, monkeypatch)
     assert summary["accuracy"] >= 0.9 and summary["workers"] == ["worker:0", "worker:1"], summary
     assert os.path.exists(tmp_path / "06_distributor_style.json")

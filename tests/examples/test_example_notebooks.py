@@ -51,7 +51,7 @@ def test_01_trains_digits_from_a_dataframe_and_exports_a_savedmodel(work_dir, mo
     assert summary["accuracy"] >= ACCURACY["01"], summary
     assert len(summary["loss_per_epoch"]) == 3 and summary["loss_per_epoch"][-1] < summary["loss_per_epoch"][0]
     assert (Path(summary["exported_model"]) / "saved_model.pb").exists()
-    assert list(Path(summary["tensorboard_logdir"]).glob("chief_0/**/events.out.tfevents.*"))
+    assert list(Path(summary["tensorboard_logdir"]).glob("*/chief_0/**/events.out.tfevents.*"))  # <logdir>/<run id>/chief_0
     assert summary["tensorboard_url"].startswith("http")
 
 

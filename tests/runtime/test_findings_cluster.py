@@ -74,19 +74,17 @@ class _DelayedPlan:
     def __init__(self, plan):
         self.plan = plan
 
-    def __call__(self, iterator):
+    def __call__(self, task, gpus):
         import time
 
-        from pyspark import BarrierTaskContext
-
-        if BarrierTaskContext.get().partitionId() == 1:
+        if task == 1:
             time.sleep(15)
-        return self.plan(iterator)
+        return self.plan(task, gpus)
 
 
 class _SlowSecondNode(Run):
-    def _plan(self):
-        return _DelayedPlan(super()._plan())
+    def plan(self, attempt):
+        return _DelayedPlan(super().plan(attempt))
 
 
 def test_dynamic_allocation_is_refused_before_submitting(standalone_cluster):
@@ -138,10 +136,10 @@ def test_an_occupied_tf_port_is_named(standalone):
 class _CannotReachDriver(Run):
     """Nodes are told a driver port where nothing listens: they crash before registering."""
 
-    def _plan(self):
+    def plan(self, attempt):
         import socket
 
-        plan = super()._plan()
+        plan = super().plan(attempt)
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             plan.server_port = s.getsockname()[1]
