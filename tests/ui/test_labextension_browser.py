@@ -85,7 +85,9 @@ def test_a_notebook_run_appears_in_the_runs_sidebar_and_its_tensorboard_panel_dr
     done = subprocess.run(["npx", "playwright", "test"], cwd=ui_tests_ready, env=env, capture_output=True,
                           text=True, timeout=840)
     output = done.stdout + done.stderr
-    assert done.returncode == 0, f"the Galata test failed:\n{output[-12000:]}"
+    # Playwright's own report first: the Jupyter server's log (its [WebServer] lines) can drown it.
+    report = "\n".join(line for line in output.splitlines() if "[WebServer]" not in line)
+    assert done.returncode == 0, f"the Galata test failed:\n{report[-12000:]}"
     assert re.search(r"\b2 passed\b", output) and " skipped" not in output, output[-3000:]
     for name in ("labextension.png", "monitor.png", "sidebar.png"):
         assert (screenshots / name).stat().st_size > 2_000, name
