@@ -11,7 +11,7 @@ import time
 from tfos_notebook.notebook import Monitor
 from tfos_notebook.notebook.diagnostics import cleanup_report
 from tfos_notebook.runtime.diagnose import Finding
-from tfos_notebook.runtime.events import FindingRaised
+from tfos_notebook.runtime.events import FindingRaised, RunFinished
 
 FAKE_RUN = "20260101-000000-left01"
 
@@ -29,7 +29,7 @@ def test_diagnose_shows_why_a_run_failed(ip, local_spark, capsys):
                          "--name stuck\nreturn 1")
     assert result.success, result.error_in_exec
     run = ip.user_ns["stuck"]
-    run.run.events.wait_for(lambda evs: run.done, timeout=60)
+    assert run.run.events.wait_for(lambda evs: any(isinstance(e, RunFinished) for e in evs), timeout=60)
     capsys.readouterr()
     ip.run_line_magic("tfos_diagnose", "stuck")
     out = capsys.readouterr().out

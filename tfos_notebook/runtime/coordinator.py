@@ -162,6 +162,9 @@ class Coordinator:
 
     def _register(self, conn: Conn, msg: m.Register) -> None:
         with self.lock:
+            if self.hooks.ending():  # late: the attempt already ends, so this node must not wait for a cluster
+                send_quietly(conn, m.Stop())
+                return
             why = (f"registration for attempt {msg.attempt}, now {self.attempt}" if msg.attempt != self.attempt
                    else f"bad or duplicate registration for task {msg.task}"
                    if not 0 <= msg.task < len(self.nodes) or self.nodes[msg.task].conn is not None else "")
