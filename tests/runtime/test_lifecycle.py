@@ -22,6 +22,7 @@ import pytest
 from tfos_notebook.runtime import channel
 from tfos_notebook.runtime import messages as m
 from tfos_notebook.runtime.coordinator import Coordinator
+from tfos_notebook.runtime.ctx import installed_versions
 from tfos_notebook.runtime.errors import (
     ChannelError,
     ConfigError,
@@ -33,7 +34,6 @@ from tfos_notebook.runtime.errors import (
 from tfos_notebook.runtime.events import EventStream, RunFinished, RunStateChanged, TaskState
 from tfos_notebook.runtime.launch import Run
 from tfos_notebook.runtime.lifecycle import IllegalTransition, Lifecycle, NodeState, RunState
-from tfos_notebook.runtime.node import installed_versions
 from tfos_notebook.runtime.spark import ClusterView, ExecutorInfo, SparkBackend
 
 

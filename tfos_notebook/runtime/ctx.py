@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import getpass
 import json
+import sys
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -228,6 +229,20 @@ def tf_keras_installed() -> bool:
     import importlib.util
 
     return importlib.util.find_spec("tf_keras") is not None
+
+
+def installed_versions() -> dict[str, str]:
+    """This Python's version and the installed TensorFlow's (without importing it)."""
+    from importlib import metadata
+
+    tf = ""
+    for dist in ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tf-nightly"):
+        try:
+            tf = metadata.version(dist)
+            break
+        except metadata.PackageNotFoundError:
+            continue
+    return {"python": ".".join(map(str, sys.version_info[:3])), "tensorflow": tf}
 
 
 def tf_config(cluster_spec: dict[str, list[str]], job_name: str, task_index: int) -> str:

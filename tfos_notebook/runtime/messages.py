@@ -69,20 +69,13 @@ def _seq(item: Check) -> Check:
     return check
 
 
-def _pair(a: Check, b: Check) -> Check:
+def _fixed(*checks: Check) -> Check:
+    """A list of exactly ``len(checks)`` items, each checked by its own check."""
+
     def check(v: Any) -> tuple:
-        if not isinstance(v, (list, tuple)) or len(v) != 2:
-            raise TypeError("expected a pair")
-        return a(v[0]), b(v[1])
-
-    return check
-
-
-def _triple(a: Check, b: Check, c: Check) -> Check:
-    def check(v: Any) -> tuple:
-        if not isinstance(v, (list, tuple)) or len(v) != 3:
-            raise TypeError("expected a triple")
-        return a(v[0]), b(v[1]), c(v[2])
+        if not isinstance(v, (list, tuple)) or len(v) != len(checks):
+            raise TypeError(f"expected a list of {len(checks)} items")
+        return tuple(c(x) for c, x in zip(checks, v, strict=True))
 
     return check
 
@@ -160,7 +153,7 @@ class Logs(Message):
 
     TYPE = "logs"
     lines: tuple[tuple[str, str], ...]
-    CHECKS = {"lines": _seq(_pair(_str, _str))}
+    CHECKS = {"lines": _seq(_fixed(_str, _str))}
 
 
 @_message
@@ -203,7 +196,7 @@ class Files(Message):
 
     TYPE = "files"
     chunks: tuple[tuple[str, int, bytes], ...]
-    CHECKS = {"chunks": _seq(_triple(_str, _int, _bytes))}
+    CHECKS = {"chunks": _seq(_fixed(_str, _int, _bytes))}
 
 
 LEFTOVER_FIELDS: dict[str, Check] = {"host": _str, "pid": _int, "run_id": _str, "task": _str, "cmdline": _str,

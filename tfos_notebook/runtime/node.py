@@ -16,7 +16,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -27,7 +26,7 @@ from urllib.parse import parse_qs, urlparse
 
 from . import channel
 from . import messages as m
-from .ctx import FOREGROUND_ROLES, NodeContext, is_shared_logdir, node_dir_name, tf_config
+from .ctx import FOREGROUND_ROLES, NodeContext, installed_versions, is_shared_logdir, node_dir_name, tf_config
 from .errors import ChannelError
 from .gpusampler import GpuSampler
 from .logship import LogShipper
@@ -234,20 +233,6 @@ def _result_message(outcome: tuple | None, exit_code: int, stopped: bool) -> m.R
     if not tb and exit_code < 0:
         tb = f"the process was killed by signal {signal.Signals(-exit_code).name}"
     return m.Result(ok=False, traceback=tb, exit_code=exit_code)
-
-
-def installed_versions() -> dict[str, str]:
-    """This Python's version and the installed TensorFlow's (without importing it)."""
-    from importlib import metadata
-
-    tf = ""
-    for dist in ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tf-nightly"):
-        try:
-            tf = metadata.version(dist)
-            break
-        except metadata.PackageNotFoundError:
-            continue
-    return {"python": ".".join(map(str, sys.version_info[:3])), "tensorflow": tf}
 
 
 def _report_leftovers(run_id: str, conn: channel.Connection, started: threading.Event,

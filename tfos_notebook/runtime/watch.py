@@ -8,6 +8,7 @@ import platform
 import time
 
 from . import preflight
+from .ctx import installed_versions
 from .diagnose import Finding, Snapshot, diagnose, leftover_findings
 from .events import EventStream, FindingRaised
 from .orphans import Leftover
@@ -58,8 +59,6 @@ class LiveDiagnosis:
         return diagnose(snap)
 
     def snapshot(self, tag: str, registered: list[str], stalled_for: float) -> Snapshot:
-        from .node import installed_versions
-
         return preflight.snapshot(
             self.backend, len(self.names), self.names, self.gpus_per_node, time.monotonic() - self.started_at,
             own_group=tag, registered=tuple(registered), stalled_for=stalled_for,

@@ -6,6 +6,7 @@ predictions as the task's output."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -19,8 +20,10 @@ from ..ctx import FOREGROUND_ROLES
 from ..errors import FeedError
 from .codec import batch_bytes, batches_of_rows, result_values
 from .instage import FEED_KEY, OUTPUT_SCHEMA, InStage
-from .protocol import tell
+from .protocol import FRAME_BYTES, tell
 from .tasks import TASK_TIMEOUT_MARGIN, InferFeed, TrainFeed
+
+log = logging.getLogger(__name__)
 
 
 class LocalFeed:
@@ -70,8 +73,6 @@ class _Spill:
 
 def _batches(spec: InStage, items: Iterator) -> Iterator[pa.RecordBatch]:
     if spec.kind == "rdd":
-        from .protocol import FRAME_BYTES
-
         return batches_of_rows(items, pa.ipc.read_schema(pa.py_buffer(spec.rdd_schema)), FRAME_BYTES)
     return (b.drop_columns([FEED_KEY]) if FEED_KEY in b.schema.names else b for b in items)
 
@@ -110,8 +111,8 @@ def feed_node(spec: InStage, secret: bytes, run_id: str, task: int, items: Itera
                 break
             tell(address, secret, {"t": "epoch_end", "pass": pass_id})
         tell(address, secret, {"t": "end"})
-    except OSError:  # the node's process ended while being fed: its own result says how
-        pass
+    except OSError as e:  # the node's process ended while being fed: its own result says how
+        log.info("task %d: the node's feed closed while being fed (%s)", task, e)
     finally:
         if spill is not None:
             spill.delete()

@@ -208,13 +208,18 @@ def is_connect(session: Any) -> bool:
     return type(session).__module__.startswith("pyspark.sql.connect.")
 
 
+def gpu_addresses(task_context: Any) -> list[str]:
+    """The GPU addresses Spark gave the task of ``task_context`` (a ``TaskContext``)."""
+    resources = task_context.resources()
+    return list(resources["gpu"].addresses) if "gpu" in resources else []
+
+
 def barrier_task_context() -> tuple[int, list[str]]:
     """Inside a barrier task: its partition id and the GPU addresses Spark gave it."""
     from pyspark import BarrierTaskContext
 
     ctx = BarrierTaskContext.get()
-    resources = ctx.resources()
-    return ctx.partitionId(), list(resources["gpu"].addresses) if "gpu" in resources else []
+    return ctx.partitionId(), gpu_addresses(ctx)
 
 
 class ArrowBarrierTask:

@@ -30,6 +30,7 @@ from .backend import (
     HadoopFileSystem,
     SparkBackend,
     barrier_task_context,
+    gpu_addresses,
     is_connect,
 )
 
@@ -67,21 +68,16 @@ class ProbeTask:
 
     def __call__(self, batches: Iterator) -> Iterator:
         import os
-        import platform
 
         import pyarrow as pa
         from pyspark import TaskContext
 
+        from ..ctx import installed_versions
+
         for _ in batches:
             pass
-        resources = TaskContext.get().resources()
-        gpus = list(resources["gpu"].addresses) if "gpu" in resources else []
-        try:
-            from importlib.metadata import version
-
-            tensorflow = version("tensorflow")
-        except Exception:  # PackageNotFoundError, or a broken install: reported as missing
-            tensorflow = ""
+        gpus = gpu_addresses(TaskContext.get())
+        versions = installed_versions()  # tensorflow-cpu and the other builds count too
         try:
             with socket.create_connection((self.host, self.port), timeout=REACH_TIMEOUT):
                 reach = ""
@@ -89,7 +85,7 @@ class ProbeTask:
             reach = f"{socket.gethostname()}: {type(e).__name__}: {e}"
         yield pa.RecordBatch.from_pylist([{
             "host": socket.gethostname(), "cores": os.cpu_count() or 1, "gpus": gpus,
-            "python": platform.python_version(), "tensorflow": tensorflow, "reach": reach}])
+            "python": versions["python"], "tensorflow": versions["tensorflow"], "reach": reach}])
 
 
 class _Listener:
