@@ -21,6 +21,15 @@ def count_with_checkpoints(args, ctx):
 
     import tensorflow as tf
 
+    from pathlib import Path
+
+    # Real training's first collective holds every node until all have started; this function
+    # has no collectives, so the nodes meet here instead and restore the same checkpoint.
+    meet = Path(ctx.model_dir, f"started-{ctx.attempt}")
+    meet.mkdir(exist_ok=True)
+    (meet / f"{ctx.job_name}-{ctx.task_index}").touch()
+    while len(list(meet.iterdir())) < ctx.num_workers:
+        time.sleep(0.05)
     step = tf.Variable(0, dtype=tf.int64)
     checkpoint = tf.train.Checkpoint(step=step)
     restored = ctx.restore(checkpoint)
