@@ -40,7 +40,7 @@ def spark_home() -> str:
     return os.path.dirname(pyspark.__file__)
 
 
-def _wait_for_port(host: str, port: int, timeout: float, proc: subprocess.Popen, log: Path) -> None:
+def wait_for_port(host: str, port: int, timeout: float, proc: subprocess.Popen, log: Path) -> None:
     def answers() -> bool:
         if proc.poll() is not None:
             raise RuntimeError(f"Spark process exited with {proc.returncode}; log:\n{log.read_text()[-3000:]}")
@@ -105,7 +105,7 @@ class StandaloneCluster:
             ["org.apache.spark.deploy.master.Master", "--host", self.host, "--port", str(self.master_port),
              "--webui-port", str(master_ui)],
         )
-        _wait_for_port(self.host, self.master_port, timeout, proc, log)
+        wait_for_port(self.host, self.master_port, timeout, proc, log)
         props = self.root / "worker.properties"
         lines = []
         if self.gpus_per_worker:
@@ -222,7 +222,7 @@ class ConnectServer:
         self._proc = subprocess.Popen(cmd, env=env, stdout=open(log, "wb"), stderr=subprocess.STDOUT,
                                       start_new_session=True, cwd=self.root)
         try:
-            _wait_for_port(self.host, self.port, timeout, self._proc, log)
+            wait_for_port(self.host, self.port, timeout, self._proc, log)
         except BaseException:
             self.stop()
             raise

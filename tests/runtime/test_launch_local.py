@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import time
 
 import pytest
@@ -61,7 +62,7 @@ def test_node_exception_surfaces_with_role_and_traceback_and_stops_the_rest(loca
         run.wait(120)
     assert time.monotonic() - t0 < 40
     err = info.value
-    assert (err.role, err.index, err.host) == ("worker", 0, "127.0.0.1")
+    assert (err.role, err.index, err.host) == ("worker", 0, f"{socket.gethostname()} (127.0.0.1)")
     assert "ValueError: worker cannot load shard 7" in str(err)
     assert 'in fail_on_worker' in err.traceback_text
     assert run.state == "failed"

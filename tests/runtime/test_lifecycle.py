@@ -111,17 +111,36 @@ class FakeNode:
     def send(self, msg: m.Message) -> None:
         self.conn.send(m.encode(msg))
 
+    def recv(self) -> m.Message:
+        """The driver's next message other than a ping (answered, as a node does)."""
+        while isinstance(msg := m.decode(self.conn.recv()), m.Ping):
+            self.send(m.Pong(msg.seq))
+        return msg
+
     def register(self, attempt: int | None = None) -> m.Message:
         self.send(m.Register(task=self.task, attempt=self.plan.attempt if attempt is None else attempt,
                              host="127.0.0.1", port=40000 + self.task, pid=1000 + self.task,
                              **installed_versions()))
-        return m.decode(self.conn.recv())
+        return self.recv()
+
+    def answer_pings(self, seconds: float) -> None:
+        """Stay connected and answer the driver's pings for ``seconds`` (as a busy node does)."""
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            self.conn.sock.settimeout(left)
+            try:
+                msg = m.decode(self.conn.recv())
+            except TimeoutError:
+                break
+            if isinstance(msg, m.Ping):
+                self.send(m.Pong(msg.seq))
+        self.conn.sock.settimeout(None)
 
     def wait_for_stop(self, timeout: float = 10) -> bool:
         self.conn.sock.settimeout(timeout)
         try:
             while True:
-                if isinstance(m.decode(self.conn.recv()), m.Stop):
+                if isinstance(self.recv(), m.Stop):
                     return True
         except (OSError, ChannelError):
             return False
@@ -246,6 +265,80 @@ def test_a_lost_node_relaunches_the_run_which_then_finishes():
     assert run.wait(20) == 0
     assert run.attempt == 1 and run.backend.jobs == 2
     assert states(run) == ["reserving", "running", "relaunching", "reserving", "running", "finished"]
+
+
+@pytest.fixture
+def fast_heartbeats(monkeypatch):
+    """Heartbeats scaled down (every 0.2 s; silent for 3 s: lost) so these tests take seconds."""
+    from tfos_notebook.runtime import supervisor
+
+    monkeypatch.setattr(m, "HEARTBEAT_SECS", 0.2)
+    monkeypatch.setattr(m, "NODE_SILENT_SECS", 3.0)
+    monkeypatch.setattr(supervisor, "SUSPECT_SECS", 0.6)
+
+
+def test_a_node_that_stops_answering_is_lost_with_its_host_named_and_the_run_relaunched(fast_heartbeats):
+    def script(plan, task, cancel):
+        node = FakeNode(plan, task)
+        node.register()
+        if plan.attempt == 0 and task == 1:
+            cancel.wait(10)  # its host is cut off: it hears nothing and says nothing
+        elif plan.attempt == 0:
+            node.wait_for_stop()
+            node.send(m.Result(ok=False, stopped=True, exit_code=-15))
+        else:
+            node.send(m.Result(ok=True, value=pickle.dumps(task), exit_code=0))
+        node.close()
+        return {}
+
+    run = start(script, retries=1)
+    t0 = time.monotonic()
+    assert run.wait(20) == 0
+    findings = [f for f in run.diagnose() if f.code == "node_unreachable"]
+    assert len(findings) == 1 and "worker:0 on 127.0.0.1 stopped answering" in findings[0].cause
+    assert run.attempt == 1 and states(run)[:3] == ["reserving", "running", "relaunching"]
+    assert time.monotonic() - t0 < 15
+
+
+def test_a_failure_while_a_peer_is_silent_is_blamed_on_the_silent_peer_and_retried(fast_heartbeats):
+    def script(plan, task, cancel):
+        node = FakeNode(plan, task)
+        node.register()
+        if plan.attempt == 0 and task == 1:
+            cancel.wait(10)  # cut off
+        elif plan.attempt == 0:  # its collective with the cut-off peer times out first
+            node.answer_pings(1.0)
+            node.send(m.Result(ok=False, traceback="Traceback...\nDeadlineExceeded: collective timed out",
+                               exit_code=1))
+        else:
+            node.send(m.Result(ok=True, value=pickle.dumps(task), exit_code=0))
+        node.close()
+        return {}
+
+    run = start(script, retries=1)
+    assert run.wait(20) == 0  # relaunched, as for any lost node
+    finding = next(f for f in run.diagnose() if f.code == "node_unreachable")
+    assert "worker:0 on 127.0.0.1" in finding.cause
+    assert any("chief:0 failed meanwhile" in e and "DeadlineExceeded" in e for e in finding.evidence), finding
+
+
+def test_a_failure_with_every_peer_answering_fails_the_run_at_once(fast_heartbeats):
+    def script(plan, task, cancel):
+        node = FakeNode(plan, task)
+        node.register()
+        if task == 0:
+            node.answer_pings(1.0)
+            node.send(m.Result(ok=False, traceback="Traceback...\nValueError: bad", exit_code=1))
+        else:
+            node.wait_for_stop()
+            node.send(m.Result(ok=False, stopped=True, exit_code=-15))
+        node.close()
+        return {}
+
+    run = start(script, retries=1)
+    with pytest.raises(NodeError, match="ValueError: bad"):
+        run.wait(10)
+    assert run.backend.jobs == 1 and not [f for f in run.diagnose() if f.code == "node_unreachable"]
 
 
 def test_a_node_killed_by_a_signal_every_attempt_fails_after_the_retries():
@@ -377,6 +470,9 @@ class FakeConn:
     def send(self, msg: dict) -> None:
         self.sent.append(msg)
 
+    def close(self) -> None:
+        self.attrs["closed"] = True
+
 
 class Hooks:
     def __init__(self) -> None:
@@ -411,6 +507,9 @@ class Hooks:
     def feed(self, node, msg):
         self.calls.append(("feed", msg))
 
+    def model_dir_unseen(self, nodes):
+        self.calls.append(("unseen", nodes))
+
 
 def coordinator(roles=(("chief", 0), ("worker", 0))) -> tuple[Coordinator, Hooks, EventStream]:
     hooks, events = Hooks(), EventStream()
@@ -424,8 +523,18 @@ def test_coordinator_sends_the_cluster_spec_once_every_node_registered():
     assert not a.sent and coord.missing() == ["worker:0"]
     coord.handle(b, m.Register(task=1, attempt=0, host="h1", port=2, pid=2))
     spec = {"chief": ["h0:1"], "worker": ["h1:2"]}
-    assert a.sent == b.sent == [{"type": "cluster", "cluster_spec": spec}]
+    assert a.sent == b.sent == [{"type": "cluster", "cluster_spec": spec, "model_dir_shared": True}]
     assert hooks.calls == [("ready", spec)]
+
+
+def test_coordinator_tells_the_nodes_when_one_does_not_see_the_model_dir_and_names_its_host():
+    coord, hooks, _ = coordinator()
+    a, b = FakeConn(), FakeConn()
+    coord.handle(a, m.Register(task=0, attempt=0, host="10.0.0.1", port=1, pid=1, hostname="h0"))
+    coord.handle(b, m.Register(task=1, attempt=0, host="10.0.0.2", port=2, pid=2, hostname="h1",
+                               sees_model_dir=False))
+    assert hooks.calls[-1] == ("unseen", ["worker:0 on h1 (10.0.0.2)"])
+    assert a.sent[0]["model_dir_shared"] is False and b.sent[0]["model_dir_shared"] is False
 
 
 def test_coordinator_refuses_a_duplicate_registration_and_messages_before_one():

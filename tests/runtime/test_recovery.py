@@ -18,10 +18,9 @@ PLANNED_STEPS = 40
 
 def count_with_checkpoints(args, ctx):
     import time
+    from pathlib import Path
 
     import tensorflow as tf
-
-    from pathlib import Path
 
     # Real training's first collective holds every node until all have started; this function
     # has no collectives, so the nodes meet here instead and restore the same checkpoint.

@@ -38,7 +38,7 @@ from typing import Any
 import psutil
 
 from ..errors import ConfigError, TFOSError
-from ..runtime.ctx import tf_keras_installed
+from ..runtime.ctx import SHARED_STORAGE, tf_keras_installed
 from ..state import registry
 from ..state.files import state_dir
 from ..tensorboard.mirror import UnsafePathError, check_relpath
@@ -145,6 +145,8 @@ class Evaluation:
                 raise TimeoutError(f"evaluation of run {self.run_name} still {self.state} after {timeout}s")
         if self.state == "failed":
             last = self.failures[-1]
+            if last.step < 0:  # not the function: the model dir or the evaluation itself
+                raise EvaluationError(f"evaluation of run {self.run_name} stopped: {last.error}")
             raise EvaluationError(f"evaluation of run {self.run_name} stopped: the function failed on "
                                   f"{_checkpoints(self.max_failures)} in a row; the last, step {last.step} "
                                   f"({last.path}):\n{last.traceback.rstrip()}")
@@ -189,6 +191,7 @@ class Evaluation:
         ended_at: float | None = None
         while not self._stop.is_set():
             record = self._refresh()
+            _check_shared(record)  # known once the run's nodes registered
             if record.ended and ended_at is None:
                 ended_at = time.monotonic()
             checkpoints, pending = self.scanner.scan(final=ended_at is not None)
@@ -372,8 +375,18 @@ def evaluate_run(run: Any, fn: Callable[[Checkpoint], Mapping[str, Any]], *, eve
         raise ConfigError(f"run {record.name} has no model directory, so there are no checkpoints to evaluate: "
                           "launch it with --model-dir DIR (model_dir=...) and save checkpoints there, e.g. "
                           "with callbacks=ctx.callbacks()")
+    _check_shared(record)
     return Evaluation(record, fn, every=every, name=name, settle=settle, max_failures=max_failures,
                       latest_only=latest_only, say=say, target=target).start()
+
+
+def _check_shared(record: Any) -> None:
+    """ConfigError when the run's model dir is local to each host: its checkpoints are on the chief's."""
+    if record.model_dir_unshared:
+        raise ConfigError(
+            f"run {record.name} keeps its checkpoints in {record.model_dir} on the chief's own host, which this "
+            f"driver does not share ({', '.join(record.model_dir_unshared)} do not see the driver's files there), "
+            f"so there is nothing here to evaluate: launch the run with a --model-dir on {SHARED_STORAGE}")
 
 
 def _metrics(value: Any) -> Metrics:

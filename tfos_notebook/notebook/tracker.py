@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import psutil
 
-from ..runtime.events import Event, FindingRaised, RunFinished, RunStateChanged, Step
+from ..runtime.events import Event, FindingRaised, ModelDirUnshared, RunFinished, RunStateChanged, Step
 from ..state import registry
 from ..state.registry import RunRecord
 
@@ -85,6 +85,8 @@ class RunTracker:
             self._update(throttle=True, **changes)
         elif isinstance(event, FindingRaised):
             self._update(findings=1)
+        elif isinstance(event, ModelDirUnshared):
+            self._update(model_dir_unshared=event.nodes)
         elif isinstance(event, RunStateChanged):
             self._update(state=event.state)
 

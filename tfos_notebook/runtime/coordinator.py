@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import pickle
+import time
 from typing import Any, Protocol
 
 from . import messages as m
@@ -31,6 +32,8 @@ class Conn(Protocol):
     attrs: dict[str, Any]
 
     def send(self, msg: dict) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class Hooks(Protocol):
@@ -59,6 +62,9 @@ class Hooks(Protocol):
 
     def feed(self, node: NodeRecord, msg: m.Message) -> None: ...
 
+    def model_dir_unseen(self, nodes: list[str]) -> None:
+        """These nodes (``worker:1 on host (address)``) do not see the run's local model dir."""
+
 
 class NodeRecord:
     """The driver's record of one task of one attempt."""
@@ -66,14 +72,21 @@ class NodeRecord:
     def __init__(self, task: int, role: str, index: int) -> None:
         self.task, self.role, self.index = task, role, index
         self.conn: Conn | None = None
-        self.host, self.port, self.executor_id = "", 0, ""
+        self.host, self.port, self.executor_id, self.hostname = "", 0, "", ""
         self.state = NodeState.SCHEDULED
         self.returned = False
         self.value: Any = None
+        self.sees_model_dir = True
+        self.heard = 0.0  # time.monotonic() of its last message
 
     @property
     def name(self) -> str:
         return f"{self.role}:{self.index}"
+
+    @property
+    def where(self) -> str:
+        """Its host by name and address (hosts may share a name): ``worker-3 (10.0.0.7)``."""
+        return f"{self.hostname} ({self.host})" if self.hostname and self.hostname != self.host else self.host
 
 
 def send_quietly(conn: Conn, msg: m.Message) -> None:
@@ -108,6 +121,12 @@ class Coordinator:
         with self.lock:
             return [nd.conn for nd in self.nodes if nd.conn is not None]
 
+    def silent(self, secs: float) -> list[NodeRecord]:
+        """Registered nodes still running that have sent nothing for ``secs`` seconds."""
+        now = time.monotonic()
+        with self.lock:
+            return [nd for nd in self.nodes if nd.conn is not None and nd.state.live and now - nd.heard > secs]
+
     def owns(self, node: NodeRecord | None) -> bool:
         return node is not None and 0 <= node.task < len(self.nodes) and self.nodes[node.task] is node
 
@@ -132,6 +151,9 @@ class Coordinator:
             raise ChannelError(f"{msg.TYPE!r} message before registration")
         if not self.owns(node):
             return  # a node of an earlier attempt, still winding down
+        node.heard = time.monotonic()
+        if isinstance(msg, m.Pong):
+            return
         if isinstance(msg, m.Logs):
             for stream, line in msg.lines:
                 self.events.publish(Log(self.run_id, task=node.task, role=node.role, index=node.index,
@@ -173,6 +195,7 @@ class Coordinator:
                 raise ChannelError(why)
             node = self.nodes[msg.task]
             node.conn, node.host, node.port, node.executor_id = conn, msg.host, msg.port, msg.executor_id
+            node.hostname, node.sees_model_dir, node.heard = msg.hostname, msg.sees_model_dir, time.monotonic()
             conn.attrs["node"] = node
             self.hooks.versions(node.name, msg.python, msg.tensorflow)
             node.state = NodeState.REGISTERED
@@ -188,8 +211,11 @@ class Coordinator:
                     spec.setdefault(nd.role, []).append(f"{nd.host}:{nd.port}")
                 if self.hooks.cluster_ready(spec):
                     self.cluster_spec = spec
+                    unseen = [f"{nd.name} on {nd.where}" for nd in self.nodes if not nd.sees_model_dir]
+                    if unseen:
+                        self.hooks.model_dir_unseen(unseen)
                     for nd in self.nodes:
-                        send_quietly(nd.conn, m.Cluster(spec))
+                        send_quietly(nd.conn, m.Cluster(spec, model_dir_shared=not unseen))
                     self.events.publish(ClusterReady(self.run_id, cluster_spec=spec))
 
     def _set_state(self, node: NodeRecord, state: NodeState, detail: str = "") -> bool:
@@ -207,7 +233,7 @@ class Coordinator:
                 value = pickle.loads(msg.value) if msg.value is not None else None  # authenticated, our own node
             except Exception as e:  # the value's class cannot be imported here, or the bytes are bad
                 if self._set_state(node, NodeState.FAILED, "its return value cannot be unpickled"):
-                    self.hooks.node_failed(ResultError(node.role, node.index, node.host, msg.value_type, e),
+                    self.hooks.node_failed(ResultError(node.role, node.index, node.where, msg.value_type, e),
                                            retryable=False)
                 return
             if not self._set_state(node, NodeState.FINISHED):
@@ -227,7 +253,7 @@ class Coordinator:
             findings = diagnose_failure(node.role, node.index, node.host, msg.traceback, node.port)
             self.hooks.findings(findings)
             killed = msg.exit_code is not None and msg.exit_code < 0  # a signal, not the function's exception
-            self.hooks.node_failed(NodeError(node.role, node.index, node.host, msg.traceback, msg.exit_code,
+            self.hooks.node_failed(NodeError(node.role, node.index, node.where, msg.traceback, msg.exit_code,
                                              findings), retryable=killed)
 
     def _files(self, conn: Conn, node: NodeRecord, msg: m.Files) -> None:
@@ -235,6 +261,19 @@ class Coordinator:
         gaps = self.hooks.files(node_dir_name(node.role, node.index), chunks)
         if gaps:
             send_quietly(conn, m.FilesRewind(gaps))
+
+    def unreachable(self, node: NodeRecord, secs: float) -> None:
+        """``node`` has been silent for ``secs`` seconds: it is lost with its host (retryable), and
+        its connection is closed."""
+        with self.lock:
+            if not self.owns(node) or not node.state.live:
+                return
+            self._set_state(node, NodeState.FAILED, "unreachable")
+            self.hooks.node_failed(NodeError(
+                node.role, node.index, node.where,
+                f"the node sent nothing for {secs:.0f}s, heartbeat answers included: its host is unreachable "
+                "(a network failure) or frozen"), retryable=True)
+        node.conn.close()
 
     def closed(self, conn: Conn) -> None:
         """``conn`` ended: a registered node that had not ended was lost."""
@@ -245,6 +284,6 @@ class Coordinator:
                 return
             self._set_state(node, NodeState.FAILED, "connection lost")
             self.hooks.node_failed(NodeError(
-                node.role, node.index, node.host,
+                node.role, node.index, node.where,
                 "the node's connection closed before it reported a result: its executor or Python worker died "
                 "(see the executor's stderr in the Spark UI)"), retryable=True)

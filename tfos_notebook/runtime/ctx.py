@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import getpass
 import json
+import os
 import sys
+import urllib.parse
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -13,13 +15,36 @@ HADOOP_SCHEMES = ("adl://", "abfs://", "abfss://", "dbfs:/", "file://", "gs://",
 
 FOREGROUND_ROLES = ("chief", "master", "worker")
 
+SHARED_STORAGE = ("hdfs://, dbfs:/ (or /dbfs/...), s3a://, gs://, abfss://, or a directory mounted at the same "
+                  "path on every host and the driver (NFS)")
+
 
 def is_shared_logdir(path: str | None) -> bool:
     """Whether a run's log directory is storage the nodes and the driver share (a URI such as
-    ``hdfs://``, ``dbfs:/``, ``s3a://``, ``file://``, or a ``/dbfs/`` FUSE path): nodes then write
-    there directly and the driver mirrors it. Any other path is a directory on each node's own
-    disk, whose new bytes the nodes ship to the driver over the control channel."""
-    return bool(path) and ("://" in path or path.startswith(("dbfs:", "/dbfs/")))
+    ``hdfs://``, ``dbfs:/``, ``s3a://``, or a ``/dbfs/`` FUSE path): nodes then write there directly
+    and the driver mirrors it. A plain path or a ``file://`` URI is a directory on each node's own
+    disk (each host has its own ``file://``), whose new bytes the nodes ship to the driver over the
+    control channel."""
+    return bool(path) and local_path(path) is None
+
+
+def local_path(path: str | None) -> str | None:
+    """The filesystem path of a plain path or ``file://`` URI (``/dbfs/`` FUSE paths excepted: they
+    are shared by definition), else None (``hdfs://``, ``dbfs:/``, ``s3a://``...)."""
+    if not path or path.startswith(("dbfs:", "/dbfs/")):
+        return None
+    if path.startswith("file:"):
+        return urllib.parse.urlparse(path).path or "/"
+    return None if "://" in path else path
+
+
+def resolve_on_driver(path: str | None) -> str | None:
+    """``path`` with a relative local path made absolute against the driver's working directory
+    (a node would otherwise resolve it inside its own temporary work directory)."""
+    local = local_path(path)
+    if local is None or os.path.isabs(local):
+        return path
+    return os.path.abspath(local)
 
 
 def run_log_dir(log_dir: str | None, run_id: str) -> str | None:
@@ -70,9 +95,12 @@ class NodeContext:
         working_dir: the driver's working directory.
 
     Also: ``run_id``, ``host``, ``spark_executor_id``, ``gpus`` (addresses Spark assigned),
-    ``model_dir``, ``attempt``, and ``log_dir``: this node's own log directory, named after its
-    role (``<run log dir>/chief_0``...), which appears in the driver's TensorBoard as a run of that
-    name. ``TF_CONFIG`` is already set in the environment.
+    ``model_dir``, ``attempt``, ``log_dir``: this node's own log directory, named after its role
+    (``<run log dir>/chief_0``...), which appears in the driver's TensorBoard as a run of that name,
+    and ``model_dir_shared``: whether every node and the driver see the same ``model_dir`` (False for
+    a path on each host's own disk: ``ctx.restore`` and ``ctx.callbacks`` then never resume from it,
+    since the nodes would resume from different checkpoints). ``TF_CONFIG`` is already set in the
+    environment.
     """
 
     run_id: str
@@ -88,6 +116,7 @@ class NodeContext:
     model_dir: str | None = None
     log_dir: str | None = None
     attempt: int = 0
+    model_dir_shared: bool = True
     mgr: Any = None
     _status: IO[str] | None = field(default=None, repr=False, compare=False)
     _flusher: Any = field(default=None, repr=False, compare=False)
@@ -188,7 +217,8 @@ class NodeContext:
                 Keras 3); skipped when the run has no model_dir.
             progress: report each epoch's metrics to the driver's monitor (``ctx.report``).
             backup: a Keras BackupAndRestore under ``ctx.model_dir/backup``, so that a run relaunched
-                after a lost node resumes ``fit`` from the last finished epoch.
+                after a lost node resumes ``fit`` from the last finished epoch; left out when the
+                model dir is not shared (``model_dir_shared``), as the nodes would resume unevenly.
             tensorboard_args: passed to the Keras TensorBoard callback (``update_freq``,
                 ``histogram_freq``...).
         """
@@ -200,10 +230,12 @@ class NodeContext:
     def restore(self, checkpoint) -> str | None:
         """Restore ``checkpoint`` (a ``tf.train.Checkpoint``) from the newest checkpoint in
         ``ctx.model_dir``, as a node does when the run is relaunched after a node was lost
-        (``ctx.attempt`` > 0). Returns the checkpoint's path, or None when there is none yet."""
+        (``ctx.attempt`` > 0). Returns the checkpoint's path, or None when there is none yet, or
+        when the model dir is not shared (``model_dir_shared``): every node then starts afresh,
+        rather than some resuming from their host's checkpoints and others from nothing."""
         import tensorflow as tf
 
-        latest = tf.train.latest_checkpoint(self.model_dir) if self.model_dir else None
+        latest = tf.train.latest_checkpoint(self.model_dir) if self.model_dir and self.model_dir_shared else None
         if latest:
             checkpoint.restore(latest)
         return latest

@@ -80,6 +80,15 @@ class ClusterReady(Event):
 
 
 @dataclass(frozen=True)
+class ModelDirUnshared(Event):
+    """The run's model dir is a local path that these ``nodes`` (``worker:1 on host (address)``) do
+    not share with the driver: nothing resumes from it, and the driver cannot evaluate it."""
+
+    model_dir: str
+    nodes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class TaskState(Event):
     """A node changed state: ``running``, ``finished``, ``failed`` or ``stopped``."""
 

@@ -18,10 +18,10 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from . import channel, preflight
+from . import channel, preflight, storage
 from . import messages as m
 from .coordinator import NodeRecord
-from .ctx import run_log_dir
+from .ctx import resolve_on_driver, run_log_dir
 from .diagnose import Finding, blockers
 from .errors import ConfigError, PreflightError, RunStopped
 from .events import ClusterReady, EventStream, FeedPlanned, RunFinished
@@ -48,12 +48,16 @@ class Run(SparkFeeding):
         num_ps: parameter servers; master_node: ``"chief"`` (default), ``"master"`` or None;
         eval_node: add one evaluator.
         log_dir: where runs keep their events; this run writes to ``<log_dir>/<run_id>`` (its
-            ``log_dir`` attribute), so runs never mix. A URI (``hdfs://``, ``dbfs:/``, ``s3a://``,
-            ``file://``...) or ``/dbfs/`` path is shared storage: each node writes to
-            ``<run's log_dir>/<role>_<index>`` there. Any other path (or None: a temporary
-            directory) is on each node's own disk, and the nodes ship what they write there to the
-            driver (see ``set_file_sink``). ``ctx.log_dir`` is the node's own subdirectory.
-        model_dir: handed to the nodes as ``ctx.model_dir``.
+            ``log_dir`` attribute), so runs never mix. A URI (``hdfs://``, ``dbfs:/``, ``s3a://``...)
+            or ``/dbfs/`` path is shared storage: each node writes to
+            ``<run's log_dir>/<role>_<index>`` there. Any other path, ``file://`` URIs included (or
+            None: a temporary directory), is on each node's own disk, and the nodes ship what they
+            write there to the driver (see ``set_file_sink``). ``ctx.log_dir`` is the node's own
+            subdirectory. A relative path is made absolute against the driver's working directory.
+        model_dir: handed to the nodes as ``ctx.model_dir`` (a relative path made absolute against
+            the driver's working directory). A local path is probed: unless every node sees the
+            driver's files there, a ``model_dir_not_shared`` finding says so, nothing resumes from
+            it after a relaunch (``ctx.model_dir_shared``), and the driver cannot evaluate it.
         reservation_timeout: seconds for every node to register before the run fails with findings.
         gpus_per_node: GPUs each node needs from Spark's task resources (0: CPU only, or whatever
             ``spark.task.resource.gpu.amount`` gives).
@@ -87,7 +91,9 @@ class Run(SparkFeeding):
         self.feed_buffer_bytes = int(feed_buffer_mb * (1 << 20)) if input_mode == "spark" else 0
         self.run_id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
         self.name = name or self.run_id
-        self.log_dir, self.model_dir = run_log_dir(log_dir, self.run_id), model_dir
+        self.log_dir = run_log_dir(resolve_on_driver(log_dir), self.run_id)
+        self.model_dir = resolve_on_driver(model_dir)
+        self._model_dir_probe: str | None = None
         self.reservation_timeout = reservation_timeout
         self.gpus_per_node = gpus_per_node
         self.env = dict(env or {})
@@ -222,6 +228,7 @@ class Run(SparkFeeding):
             self._secret = channel.new_secret()
             self._server = channel.ControlServer(self.backend.driver_host(), self._secret, self._on_message,
                                                  self._on_close)
+            self._model_dir_probe = storage.write_probe(self.model_dir, self.run_id)
         except BaseException as e:
             self._end_before_launch(e)
             raise
@@ -233,21 +240,24 @@ class Run(SparkFeeding):
         return self
 
     def _end_before_launch(self, error: BaseException) -> None:
-        self.close_server()
+        self.release()
         with self._lock:
             final = RunState.STOPPED if self.state is RunState.STOPPING else RunState.FAILED
             self.lifecycle.try_transition(final, error)
 
-    def close_server(self) -> None:
+    def release(self) -> None:
+        """What the run holds on the driver once it ends: its control server, its model dir probe."""
         if self._server is not None:
             self._server.close()
+        storage.remove_probe(self._model_dir_probe)
 
     def plan(self, attempt: int) -> NodePlan:
         """What every node of ``attempt`` needs (shipped in the barrier tasks' closure)."""
         return NodePlan(
             run_id=self.run_id, server_host=self._server.host, server_port=self._server.port,
             secret=self._secret, main_fun=self.main_fun, args=self.args, roles=self.roles, attempt=attempt,
-            default_fs=self._default_fs, working_dir=os.getcwd(), model_dir=self.model_dir, log_dir=self.log_dir,
+            default_fs=self._default_fs, working_dir=os.getcwd(), model_dir=self.model_dir,
+            model_dir_probe=self._model_dir_probe, log_dir=self.log_dir,
             env=self.env, legacy_keras=self.legacy_keras, stop_grace_secs=self.stop_grace_secs,
             feed_buffer_bytes=self.feed_buffer_bytes, instage=self.instage.spec if self.instage else None,
         )

@@ -21,6 +21,13 @@ from .errors import ChannelError
 
 Check = Callable[[Any], Any]
 
+# Heartbeats: the driver pings every registered node each HEARTBEAT_SECS; a node it has not heard
+# from (any message) for NODE_SILENT_SECS is lost with its host (a cut network, a frozen machine),
+# and a node that has had no ping for DRIVER_SILENT_SECS ends its process (the driver is gone).
+HEARTBEAT_SECS = 2.0
+NODE_SILENT_SECS = 10.0
+DRIVER_SILENT_SECS = 30.0
+
 
 def _int(v: Any) -> int:
     if isinstance(v, bool) or not isinstance(v, int):
@@ -133,8 +140,10 @@ class Register(Message):
     gpus: tuple[str, ...] = ()
     python: str = ""
     tensorflow: str = ""
+    hostname: str = ""
+    sees_model_dir: bool = True  # the run's model dir is a local path and the driver's probe file is there
     CHECKS = {"task": _int, "attempt": _int, "host": _str, "port": _int, "pid": _int, "executor_id": _str,
-              "gpus": _seq(_str), "python": _str, "tensorflow": _str}
+              "gpus": _seq(_str), "python": _str, "tensorflow": _str, "hostname": _str, "sees_model_dir": _bool}
 
 
 @_message
@@ -227,6 +236,15 @@ class GpuReport(Message):
 
 
 @_message
+class Pong(Message):
+    """The answer to a ``Ping``: the node's host is reachable."""
+
+    TYPE = "pong"
+    seq: int
+    CHECKS = {"seq": _int}
+
+
+@_message
 class Result(Message):
     """The node's outcome: ``ok`` with the pickled return value (``value``, of type ``value_type``),
     ``stopped`` on request, or neither with the traceback; ``exit_code`` of its process."""
@@ -250,7 +268,18 @@ class Cluster(Message):
 
     TYPE = "cluster"
     cluster_spec: dict[str, list[str]]
-    CHECKS = {"cluster_spec": _map(_str, lambda v: list(_seq(_str)(v)))}
+    model_dir_shared: bool = True  # every node sees the driver's model dir (``ctx.model_dir_shared``)
+    CHECKS = {"cluster_spec": _map(_str, lambda v: list(_seq(_str)(v))), "model_dir_shared": _bool}
+
+
+@_message
+class Ping(Message):
+    """The driver's heartbeat: the node answers with a ``Pong``. A node that hears none for
+    ``DRIVER_SILENT_SECS`` takes the driver for lost and ends its process."""
+
+    TYPE = "ping"
+    seq: int
+    CHECKS = {"seq": _int}
 
 
 @_message

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import queue
 import shutil
 import signal
 import socket
@@ -24,9 +25,17 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlparse
 
-from . import channel
+from . import channel, storage
 from . import messages as m
-from .ctx import FOREGROUND_ROLES, NodeContext, installed_versions, is_shared_logdir, node_dir_name, tf_config
+from .ctx import (
+    FOREGROUND_ROLES,
+    NodeContext,
+    installed_versions,
+    is_shared_logdir,
+    local_path,
+    node_dir_name,
+    tf_config,
+)
 from .errors import ChannelError
 from .gpusampler import GpuSampler
 from .logship import LogShipper
@@ -56,6 +65,7 @@ class NodePlan:
     default_fs: str
     working_dir: str
     model_dir: str | None = None
+    model_dir_probe: str | None = None  # storage.write_probe: the driver's file in a local model dir
     log_dir: str | None = None
     env: dict[str, str] = field(default_factory=dict)
     legacy_keras: bool | None = None
@@ -90,14 +100,16 @@ def spark_executor_id() -> str:
 def node_log_dir(plan: NodePlan, role: str, index: int, workdir: str) -> tuple[str, bool]:
     """This node's log directory, and whether its new bytes must be shipped to the driver.
 
-    A shared log directory (a URI or ``/dbfs/`` path) is written directly, one subdirectory per
-    node. Otherwise the node writes on its own disk (under the given path, or a temporary one when
-    the run has no log_dir) and ships what it writes.
+    A shared log directory (a URI other than ``file://``, or a ``/dbfs/`` path) is written directly,
+    one subdirectory per node. Otherwise the node writes on its own disk (under the given path,
+    which the driver made absolute, or a temporary one when the run has no log_dir) and ships what
+    it writes.
     """
     name = node_dir_name(role, index)
     if is_shared_logdir(plan.log_dir):
         return f"{plan.log_dir.rstrip('/')}/{name}", False
-    path = os.path.join(os.path.abspath(plan.log_dir) if plan.log_dir else os.path.join(workdir, "logs"), name)
+    local = local_path(plan.log_dir)
+    path = os.path.join(local or os.path.join(workdir, "logs"), name)
     os.makedirs(path, exist_ok=True)
     return path, True
 
@@ -122,11 +134,15 @@ def run_node(plan: NodePlan, task: int, gpus: list[str], local_feed: LocalFeed |
         reservation.bind((host, 0))
         port = reservation.getsockname()[1]
         conn.send(m.encode(m.Register(task=task, attempt=plan.attempt, host=host, port=port, pid=os.getpid(),
-                                      gpus=tuple(gpus), executor_id=spark_executor_id(), **installed_versions())))
+                                      gpus=tuple(gpus), executor_id=spark_executor_id(), hostname=socket.gethostname(),
+                                      sees_model_dir=storage.sees(plan.model_dir_probe), **installed_versions())))
         started = threading.Event()
-        reporter = threading.Thread(target=_report_leftovers, args=(plan.run_id, conn, started), daemon=True)
+        reporter = threading.Thread(target=_report_leftovers, args=(plan.run_id, conn, host, started), daemon=True)
         reporter.start()
-        reply = m.decode(conn.recv())
+        orders = _Orders(conn)
+        reply = orders.next()
+        if reply is None:
+            raise ConnectionError("the connection to the driver closed before every node registered")
         if not isinstance(reply, m.Cluster):
             reservation.close()
             return {"task": task, "outcome": "stopped"}
@@ -137,7 +153,7 @@ def run_node(plan: NodePlan, task: int, gpus: list[str], local_feed: LocalFeed |
         ctx = NodeContext(run_id=plan.run_id, executor_id=task, job_name=role, task_index=index,
                           cluster_spec=spec, defaultFS=plan.default_fs, working_dir=plan.working_dir, host=host,
                           spark_executor_id=spark_executor_id(), gpus=gpus, model_dir=plan.model_dir,
-                          log_dir=log_dir, attempt=plan.attempt)
+                          log_dir=log_dir, attempt=plan.attempt, model_dir_shared=reply.model_dir_shared)
         payload, result_path = os.path.join(workdir, "payload.pkl"), os.path.join(workdir, "result.pkl")
         feed = None
         if plan.feed_buffer_bytes and role in FOREGROUND_ROLES:
@@ -154,7 +170,7 @@ def run_node(plan: NodePlan, task: int, gpus: list[str], local_feed: LocalFeed |
         started.set()
         sampler = GpuSampler(conn, gpus).start()
         try:
-            return _supervise(plan, task, proc, status_r, result_path, conn, log_dir if ship_logs else None,
+            return _supervise(plan, task, proc, status_r, result_path, orders, log_dir if ship_logs else None,
                               reporter, local_feed)
         finally:
             sampler.stop()
@@ -170,10 +186,11 @@ def run_node(plan: NodePlan, task: int, gpus: list[str], local_feed: LocalFeed |
 
 
 def _supervise(plan: NodePlan, task: int, proc: subprocess.Popen, status_r: int, result_path: str,
-               conn: channel.Connection, ship_dir: str | None, reporter: threading.Thread,
+               orders: _Orders, ship_dir: str | None, reporter: threading.Thread,
                local_feed: LocalFeed | None) -> dict:
     """Forward the child's output, progress and (from ``ship_dir``) event files, obey stop, and
     report its outcome."""
+    conn = orders.conn
     fwd = Forwarder(conn)
     pumps = [threading.Thread(target=pump_lines, args=(proc.stdout, "stdout", fwd), daemon=True),
              threading.Thread(target=pump_lines, args=(proc.stderr, "stderr", fwd), daemon=True),
@@ -184,25 +201,30 @@ def _supervise(plan: NodePlan, task: int, proc: subprocess.Popen, status_r: int,
     stopped = threading.Event()
 
     def listen() -> None:  # the driver may tell this node to stop at any time
-        try:
-            while True:
-                try:
-                    msg = m.decode(conn.recv())
-                except channel.MalformedFrame as e:
-                    log.warning("refused a message from the driver: %s", e)
-                    continue
-                if isinstance(msg, m.Stop):
+        while True:
+            msg = orders.next()
+            if msg is None:  # lost the driver: do not train on alone
+                if proc.poll() is None:
                     stopped.set()
                     kill_process_group(proc, plan.stop_grace_secs)
-                    return
-                if isinstance(msg, (m.FilesResend, m.FilesRewind)) and shipper is not None:
-                    shipper.on_message(msg)
-        except (OSError, ConnectionError, ChannelError):
-            if proc.poll() is None:  # lost the driver: do not train on alone
+                return
+            if isinstance(msg, m.Stop):
                 stopped.set()
                 kill_process_group(proc, plan.stop_grace_secs)
+                return
+            if isinstance(msg, (m.FilesResend, m.FilesRewind)) and shipper is not None:
+                shipper.on_message(msg)
+
+    def watch_driver() -> None:  # no word for DRIVER_SILENT_SECS: the driver (or our network) is gone
+        while proc.poll() is None:
+            if time.monotonic() - orders.heard > m.DRIVER_SILENT_SECS:
+                log.warning("no word from the driver for %.0fs: ending the node's process", m.DRIVER_SILENT_SECS)
+                conn.close()  # ends the reading thread, and so listen(), which kills the process group
+                return
+            time.sleep(1.0)
 
     threading.Thread(target=listen, daemon=True, name="tfos-listen").start()
+    threading.Thread(target=watch_driver, daemon=True, name="tfos-watch-driver").start()
     exit_code = proc.wait()
     for t in pumps:
         t.join(timeout=5)
@@ -235,7 +257,41 @@ def _result_message(outcome: tuple | None, exit_code: int, stopped: bool) -> m.R
     return m.Result(ok=False, traceback=tb, exit_code=exit_code)
 
 
-def _report_leftovers(run_id: str, conn: channel.Connection, started: threading.Event,
+class _Orders:
+    """The driver's messages to this node, read on a thread of their own so that pings are answered
+    at once whatever the node is doing. ``next()`` returns the next message other than a ping, or
+    None once the connection is gone; ``heard`` is when the driver last said anything."""
+
+    def __init__(self, conn: channel.Connection) -> None:
+        self.conn = conn
+        self.heard = time.monotonic()
+        self._queue: queue.SimpleQueue[m.Message | None] = queue.SimpleQueue()
+        threading.Thread(target=self._read, daemon=True, name="tfos-orders").start()
+
+    def next(self) -> m.Message | None:
+        return self._queue.get()
+
+    def _read(self) -> None:
+        try:
+            while True:
+                try:
+                    msg = m.decode(self.conn.recv())
+                except channel.MalformedFrame as e:
+                    log.warning("refused a message from the driver: %s", e)
+                    continue
+                finally:
+                    self.heard = time.monotonic()
+                if isinstance(msg, m.Ping):
+                    self.conn.send(m.encode(m.Pong(msg.seq)))
+                else:
+                    self._queue.put(msg)
+        except (OSError, ConnectionError, ChannelError) as e:
+            log.debug("the connection to the driver ended: %s", e)
+        finally:
+            self._queue.put(None)
+
+
+def _report_leftovers(run_id: str, conn: channel.Connection, address: str, started: threading.Event,
                       stall_secs: float = 2.0) -> None:
     """Tell the driver about processes of earlier runs (and foreign GPU holders) on this host.
 
@@ -248,7 +304,7 @@ def _report_leftovers(run_id: str, conn: channel.Connection, started: threading.
 
     started.wait(stall_secs)
     try:
-        found = tuple(asdict(x) for x in scan_host(exclude_runs={run_id}))
+        found = tuple(asdict(x) for x in scan_host(exclude_runs={run_id}, address=address))
         if found:
             conn.send(m.encode(m.Leftovers(found)))
     except Exception:  # diagnostics must never break the node

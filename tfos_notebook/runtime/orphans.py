@@ -97,16 +97,39 @@ def _kill(pid: int, grace: float = 3.0) -> bool:
         return False
 
 
+def host_label(address: str = "") -> str:
+    """This machine by name and address, ``worker-3 (10.0.0.7)``: machines may share a host name.
+    ``address``: the one this machine reaches the driver on (default: what its name resolves to)."""
+    name = socket.gethostname()
+    if not address:
+        try:
+            address = socket.gethostbyname(name)
+        except OSError:
+            return name
+    return f"{name} ({address})" if address != name else name
+
+
+def address_towards(host: str) -> str:
+    """The local address this machine uses to reach ``host`` (no packet is sent)."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect((host, 9))
+            return s.getsockname()[0]
+    except OSError:
+        return ""
+
+
 def scan_host(exclude_runs: frozenset[str] | set[str] = frozenset(), kill: bool = False,
-              gpu_holders: list[GpuProcess] | None = None) -> list[Leftover]:
+              gpu_holders: list[GpuProcess] | None = None, address: str = "") -> list[Leftover]:
     """Leftovers of earlier runs on this machine, and foreign processes holding GPUs.
 
     Args:
         exclude_runs: runs that are active and must not be touched.
         kill: terminate the leftovers of our runs (never foreign processes).
         gpu_holders: GPU processes to attribute (default: ask NVML / nvidia-smi).
+        address: this machine's address as the driver knows it (see ``host_label``).
     """
-    host = socket.gethostname()
+    host = host_label(address)
     live = _live_runs() | set(exclude_runs)
     holders = gpu_processes() if gpu_holders is None else gpu_holders
     by_pid: dict[int, list[GpuProcess]] = {}
@@ -158,11 +181,12 @@ def kill_attempts_before(run_id: str, attempt: int) -> list[int]:
 class _ScanTask:
     """The body of each task of the leftover scan: this host's leftovers, as dicts."""
 
-    def __init__(self, exclude_runs: list[str], kill: bool) -> None:
-        self.exclude_runs, self.kill = exclude_runs, kill
+    def __init__(self, exclude_runs: list[str], kill: bool, driver_host: str) -> None:
+        self.exclude_runs, self.kill, self.driver_host = exclude_runs, kill, driver_host
 
     def __call__(self, _partition: int, _gpus: list[str]) -> dict:
-        return {"leftovers": [asdict(x) for x in scan_host(set(self.exclude_runs), self.kill)]}
+        found = scan_host(set(self.exclude_runs), self.kill, address=address_towards(self.driver_host))
+        return {"leftovers": [asdict(x) for x in found]}
 
 
 def scan_cluster(spark: Any, exclude_runs: set[str] | frozenset[str] = frozenset(), kill: bool = False,
@@ -179,13 +203,14 @@ def scan_cluster(spark: Any, exclude_runs: set[str] | frozenset[str] = frozenset
     Raises ``TimeoutError`` when the slots are busy for longer than ``timeout``."""
     backend = backend_for(spark)
     slots = max(1, backend.cluster().total_slots)
-    task = _ScanTask(sorted(exclude_runs), kill)
+    driver_host = backend.driver_host()
+    task = _ScanTask(sorted(exclude_runs), kill, driver_host)
     job = backend.submit(f"tfos-cleanup-{time.time_ns()}", "tfos_notebook leftover scan",
                          lambda: backend.barrier(slots, task))
     if not job.join(timeout):
         job.cancel()
         raise TimeoutError(f"the leftover scan did not get {slots} free slots within {timeout:.0f}s")
     rows = [row for answer in job.result() for row in answer["leftovers"]]
-    local = [asdict(x) for x in scan_host(exclude_runs, kill)]
+    local = [asdict(x) for x in scan_host(exclude_runs, kill, address=driver_host)]
     unique = {(r["host"], r["pid"]): r for r in [*rows, *local]}
     return [Leftover(**{**r, "gpus": tuple(r["gpus"])}) for r in unique.values()]

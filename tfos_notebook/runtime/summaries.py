@@ -141,7 +141,7 @@ def keras_callbacks(ctx, tensorboard: bool = True, checkpoint: bool = True, prog
                     backup: bool = True, flush_secs: float = 1.0, **tensorboard_args: Any) -> list:
     """See ``NodeContext.callbacks``."""
     callbacks: list = []
-    if backup and ctx.model_dir:
+    if backup and ctx.model_dir and ctx.model_dir_shared:
         callbacks.append(tf.keras.callbacks.BackupAndRestore(f"{ctx.model_dir.rstrip('/')}/backup"))
     if tensorboard:
         board = NodeTensorBoard(log_dir=ctx.log_dir, **tensorboard_args)

@@ -21,10 +21,11 @@ from .child import WATCHDOG_SECS as CHILD_WATCHDOG_SECS
 from .coordinator import BACKGROUND_ROLES, Coordinator, NodeRecord
 from .diagnose import Finding, blockers
 from .errors import ChannelError, NodeError, ReservationTimeout, RunStopped, SparkJobError
-from .events import LaunchSubmitted
+from .events import LaunchSubmitted, ModelDirUnshared
 from .filetail import Chunk
 from .lifecycle import NodeState, RunState
 from .spark import SparkJob, error_summary
+from .storage import unshared_finding
 from .timeouts import Deadline
 
 if TYPE_CHECKING:
@@ -34,6 +35,7 @@ log = logging.getLogger(__name__)
 
 WATCH_INTERVAL = 0.25  # how often the supervisor looks at a running attempt
 CANCEL_MARGIN = 2.0  # seconds past the stop grace before an ending attempt's job is cancelled
+SUSPECT_SECS = 2 * m.HEARTBEAT_SECS + 1.0  # a node silent this long may have lost its host
 
 
 class Supervisor:
@@ -47,6 +49,11 @@ class Supervisor:
         self._ending_since: float | None = None  # when the current attempt began to wind down
         self._foreground_done_at: float | None = None
         self._settling = False
+        self._pings = 0
+        self._last_ping = 0.0
+        # A node's failure held back while a peer is silent: the silent peer's host may be cut off,
+        # and the failure only its consequence (a collective timing out).
+        self._held: NodeError | None = None
 
     def _coordinator(self, attempt: int) -> Coordinator:
         return Coordinator(self.run.run_id, self.run.roles, attempt, self.run.events, self.lock, self)
@@ -124,6 +131,47 @@ class Supervisor:
             if done_at is not None and not background_stopped and now - done_at >= run.background_grace_secs:
                 background_stopped = True
                 coord.broadcast(m.Stop(), BACKGROUND_ROLES)
+            self._heartbeat(coord, now)
+        self._release_held()
+
+    # -- heartbeats ----------------------------------------------------------------------------
+    def _heartbeat(self, coord: Coordinator, now: float) -> None:
+        """Ping the nodes; a node silent for ``NODE_SILENT_SECS`` is unreachable (lost, retried); a
+        failure held back for a silent peer is released once every peer answers."""
+        if now - self._last_ping >= m.HEARTBEAT_SECS:
+            self._pings += 1
+            self._last_ping = now
+            coord.broadcast(m.Ping(self._pings))
+        if self.state.ending and self._held is None:
+            return
+        lost = coord.silent(m.NODE_SILENT_SECS)
+        if lost:
+            self._unreachable(coord, lost[0])
+        elif self._held is not None and not coord.silent(SUSPECT_SECS):
+            self._release_held()
+
+    def _unreachable(self, coord: Coordinator, node: NodeRecord) -> None:
+        held, self._held = self._held, None
+        evidence = [f"no message (heartbeat answers included) for {time.monotonic() - node.heard:.0f}s; the "
+                    f"driver pings every {m.HEARTBEAT_SECS:g}s"]
+        if held is not None:
+            evidence.append(f"{held.role}:{held.index} failed meanwhile, most likely because of it: "
+                            f"{(held.traceback_text.strip().splitlines() or ['?'])[-1]}")
+        self.run.diagnosis.publish([Finding(
+            "node_unreachable",
+            f"{node.name} on {node.where} stopped answering: its host is unreachable (network) or frozen",
+            tuple(evidence),
+            "nothing, if the network failure passes: the run is relaunched while retries are left; otherwise check "
+            f"the network and the executor of {node.where}",
+        )])
+        coord.unreachable(node, m.NODE_SILENT_SECS)
+
+    def _release_held(self) -> None:
+        """The held failure stands on its own (every peer answered, or the attempt's job ended)."""
+        with self.lock:
+            held, self._held = self._held, None
+        if held is not None:
+            self.abort(held)
 
     def _reservation_timeout(self, coord: Coordinator, stalled_for: float) -> None:
         run = self.run
@@ -151,7 +199,7 @@ class Supervisor:
     def _settle(self, failure: BaseException | None, coord: Coordinator) -> None:
         """End the run after its last job: close the control server, then the terminal transition."""
         run = self.run
-        run.close_server()
+        run.release()
         with self.lock:
             state = self.state
             if state is RunState.STOPPING:
@@ -211,6 +259,9 @@ class Supervisor:
         return self.run.lifecycle.try_transition(RunState.RUNNING)
 
     def node_failed(self, error: NodeError, retryable: bool) -> None:
+        if not retryable and not self.state.ending and self._held is None and self.coord.silent(SUSPECT_SECS):
+            self._held = error  # see _heartbeat: is a peer's host cut off?
+            return
         self.abort(error, retryable)
 
     def ending(self) -> bool:
@@ -237,6 +288,10 @@ class Supervisor:
         except Exception:  # a failing sink loses TensorBoard bytes, never the run
             log.exception("run %s: the event-file sink failed for %s", self.run.name, node_dir)
             return None
+
+    def model_dir_unseen(self, nodes: list[str]) -> None:
+        self.run.diagnosis.publish([unshared_finding(self.run.model_dir, nodes)])
+        self.run.events.publish(ModelDirUnshared(self.run.run_id, model_dir=self.run.model_dir, nodes=tuple(nodes)))
 
     def feed(self, node: NodeRecord, msg: m.Message) -> None:
         if self.run.feeder is None:

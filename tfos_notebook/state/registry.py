@@ -43,6 +43,8 @@ class RunRecord:
             its start time). kernel_id: that process's Jupyter kernel id, if it is a kernel.
         host: the driver's host name. num_nodes, roles: the planned nodes (``chief:0``...).
         input_mode: ``tensorflow`` or ``spark``. model_dir, log_dir: as the nodes see them.
+        model_dir_unshared: the nodes (``worker:1 on host (address)``) that do not see the driver's
+            model dir, a path local to each host (empty: shared, or not known yet).
         mirror_dir: the local directory the run's TensorBoard reads (None without one).
         eval_dir: where evaluation summaries go so that TensorBoard shows them as run ``eval``.
         tensorboard_port, tensorboard_url: the run's TensorBoard (the URL goes through the proxy).
@@ -66,6 +68,7 @@ class RunRecord:
     roles: tuple[str, ...] = ()
     input_mode: str = "tensorflow"
     model_dir: str | None = None
+    model_dir_unshared: tuple[str, ...] = ()
     log_dir: str | None = None
     mirror_dir: str | None = None
     eval_dir: str | None = None
@@ -92,6 +95,7 @@ class RunRecord:
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
         out["roles"] = list(self.roles)
+        out["model_dir_unshared"] = list(self.model_dir_unshared)
         out["curve"] = [list(p) for p in self.curve]
         return out
 
@@ -100,6 +104,7 @@ class RunRecord:
         known = {f.name for f in fields(cls)}
         data = {k: v for k, v in data.items() if k in known}  # a newer writer's extra fields
         data["roles"] = tuple(data.get("roles") or ())
+        data["model_dir_unshared"] = tuple(data.get("model_dir_unshared") or ())
         data["curve"] = tuple((int(step), float(loss)) for step, loss in data.get("curve") or ())
         return cls(**data)
 
