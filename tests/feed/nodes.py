@@ -118,3 +118,13 @@ def epoch_checksums(args, ctx):
         if args.get("kill_worker_once") and ctx.attempt == 0 and ctx.job_name == "worker" and epoch == 0:
             os.kill(os.getpid(), signal.SIGKILL)
     return {"sums": sums, "gpus": list(ctx.gpus), "visible": os.environ.get("CUDA_VISIBLE_DEVICES", "")}
+
+
+def predict_unless_worker(args, ctx):
+    """The chief answers inference; the worker fails as a node whose host lacks the model does."""
+    import time
+
+    if ctx.job_name == "worker":
+        time.sleep(args["fail_after"])
+        raise FileNotFoundError(f"no saved model at {args['model']} on this host")
+    return ctx.predict(lambda x: x[:, 0] + x[:, 1], batch_size=50, features="x")

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
-from tfos_notebook import InputMode, Run, TFCluster
+from tfos_notebook import InputMode, NodeError, Run, TFCluster
 
 from . import nodes
 
@@ -52,3 +54,18 @@ def test_tfos_training_program_runs_unchanged_with_train_then_shutdown(feed_stan
     cluster.shutdown()
     ids = sorted(i for values in cluster.run_handle.results.values() for i in values)
     assert ids == sorted(list(range(400)) * 2 + list(range(400, 500)))
+
+
+def test_inference_reports_the_failed_nodes_own_error_promptly(feed_standalone):
+    df = feed_standalone.range(0, 400, numPartitions=4).selectExpr("id", "array(id * 1d, id * 2d) as x")
+    run = Run(feed_standalone.sparkContext, nodes.predict_unless_worker, {"fail_after": 3, "model": "/models/m1"},
+              2, input_mode="spark", preflight_wait=5, retries=0).start()
+    run.wait_for_reservations(120)
+    out = run.inference(df, schema="prediction double", keep=["id"])  # before the worker fails
+    with pytest.raises(NodeError, match="no saved model at /models/m1"):
+        run.wait(60)
+    t0 = time.monotonic()
+    with pytest.raises(Exception, match="worker:0 on .* failed: .*FileNotFoundError: no saved model") as info:
+        out.collect()
+    assert time.monotonic() - t0 < 30, "Spark's task retries each failed at once"
+    assert "cannot reach the data feed" not in str(info.value)

@@ -105,6 +105,18 @@ class Host:
                 continue
         return found
 
+    def find(self, *patterns: str) -> list[psutil.Process]:
+        """This host's live processes whose command line contains every one of ``patterns``."""
+        found = []
+        for p in self.pids():
+            try:
+                cmd = " ".join(p.cmdline())
+            except psutil.Error:  # ended, or a zombie
+                continue
+            if all(x in cmd for x in patterns):
+                found.append(p)
+        return found
+
     def run(self, command: str, timeout: float = 30) -> subprocess.CompletedProcess:
         """Run a shell command inside the host (its pid, mount, uts and network namespaces)."""
         return subprocess.run(["nsenter", "-t", str(self.init_pid), "-p", "-m", "-u", "-n", "sh", "-c", command],
@@ -260,8 +272,8 @@ class FakeHosts:
         full.update(TFOS_SPARK_CONF=json.dumps(self.spark_conf()), TFOS_SPARK_MASTER=self.master_url,
                     **(env or {}))
         proc = subprocess.Popen([*self._isolated(DRIVER_NAME), sys.executable, *args], env=full,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,
-                                start_new_session=True)
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                cwd=REPO, start_new_session=True)
         self._procs.append(proc)
         return proc
 
@@ -274,16 +286,14 @@ class FakeHosts:
         _ip("link", "set", self.host(name).veth, "up")
 
     def processes(self, pattern: str) -> dict[str, list[str]]:
-        """Per host, the command lines of its processes that contain ``pattern``."""
+        """Per host, the command lines of its live processes that contain ``pattern``."""
         found: dict[str, list[str]] = {}
         for h in self._hosts:
-            for p in h.pids():
+            for p in h.find(pattern):
                 try:
-                    cmd = " ".join(p.cmdline())
+                    found.setdefault(h.name, []).append(" ".join(p.cmdline()))
                 except psutil.Error:
                     continue
-                if pattern in cmd:
-                    found.setdefault(h.name, []).append(cmd)
         return found
 
     # -- tear-down ---------------------------------------------------------------------------------

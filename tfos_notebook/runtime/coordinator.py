@@ -78,6 +78,7 @@ class NodeRecord:
         self.value: Any = None
         self.sees_model_dir = True
         self.heard = 0.0  # time.monotonic() of its last message
+        self.failure = ""  # why it failed, in a line or a few (for the tasks that feed it)
 
     @property
     def name(self) -> str:
@@ -145,6 +146,9 @@ class Coordinator:
         receiver counts it; the node is not failed for it)."""
         if isinstance(msg, m.Register):
             self._register(conn, msg)
+            return
+        if isinstance(msg, m.NodeQuery):
+            send_quietly(conn, self._answer(msg.task))
             return
         node: NodeRecord | None = conn.attrs.get("node")
         if node is None:
@@ -218,6 +222,23 @@ class Coordinator:
                         send_quietly(nd.conn, m.Cluster(spec, model_dir_shared=not unseen))
                     self.events.publish(ClusterReady(self.run_id, cluster_spec=spec))
 
+    def _answer(self, task: int) -> m.NodeAnswer:
+        """What became of node ``task``: its own failure, or, once it ended, the failure that ended it."""
+        with self.lock:
+            if not 0 <= task < len(self.nodes):
+                return m.NodeAnswer("unknown")
+            node = self.nodes[task]
+            cause = next((nd.failure for nd in self.nodes if nd.failure), "") if not node.state.live else ""
+            return m.NodeAnswer(node.state.value, node.failure or (f"the run ended: {cause}" if cause else ""))
+
+    def _fail(self, node: NodeRecord, error: NodeError, retryable: bool, detail: str) -> None:
+        """``node`` failed with ``error`` (unless it had ended already)."""
+        if not self._set_state(node, NodeState.FAILED, detail):
+            return
+        lines = error.traceback_text.strip().splitlines()
+        node.failure = f"{node.name} on {node.where} failed: " + " | ".join(lines[-3:] if lines else [detail])
+        self.hooks.node_failed(error, retryable=retryable)
+
     def _set_state(self, node: NodeRecord, state: NodeState, detail: str = "") -> bool:
         if not node_transition_allowed(node.state, state):
             log.warning("run %s: %s reported %s while %s; ignored", self.run_id, node.name, state, node.state)
@@ -232,9 +253,8 @@ class Coordinator:
             try:
                 value = pickle.loads(msg.value) if msg.value is not None else None  # authenticated, our own node
             except Exception as e:  # the value's class cannot be imported here, or the bytes are bad
-                if self._set_state(node, NodeState.FAILED, "its return value cannot be unpickled"):
-                    self.hooks.node_failed(ResultError(node.role, node.index, node.where, msg.value_type, e),
-                                           retryable=False)
+                self._fail(node, ResultError(node.role, node.index, node.where, msg.value_type, e), False,
+                           "its return value cannot be unpickled")
                 return
             if not self._set_state(node, NodeState.FINISHED):
                 return
@@ -247,14 +267,12 @@ class Coordinator:
             after = node.role in BACKGROUND_ROLES and self.foreground_finished
             self._set_state(node, NodeState.FINISHED if after else NodeState.STOPPED,
                             "stopped after the training nodes finished" if after else "")
-        else:
-            if not self._set_state(node, NodeState.FAILED, f"exit code {msg.exit_code}"):
-                return
+        elif node.state.live:
             findings = diagnose_failure(node.role, node.index, node.host, msg.traceback, node.port)
             self.hooks.findings(findings)
             killed = msg.exit_code is not None and msg.exit_code < 0  # a signal, not the function's exception
-            self.hooks.node_failed(NodeError(node.role, node.index, node.where, msg.traceback, msg.exit_code,
-                                             findings), retryable=killed)
+            self._fail(node, NodeError(node.role, node.index, node.where, msg.traceback, msg.exit_code, findings),
+                       killed, f"exit code {msg.exit_code}")
 
     def _files(self, conn: Conn, node: NodeRecord, msg: m.Files) -> None:
         chunks = [Chunk(rel, off, data) for rel, off, data in msg.chunks]
@@ -268,11 +286,10 @@ class Coordinator:
         with self.lock:
             if not self.owns(node) or not node.state.live:
                 return
-            self._set_state(node, NodeState.FAILED, "unreachable")
-            self.hooks.node_failed(NodeError(
+            self._fail(node, NodeError(
                 node.role, node.index, node.where,
                 f"the node sent nothing for {secs:.0f}s, heartbeat answers included: its host is unreachable "
-                "(a network failure) or frozen"), retryable=True)
+                "(a network failure) or frozen"), True, "unreachable")
         node.conn.close()
 
     def closed(self, conn: Conn) -> None:
@@ -282,8 +299,7 @@ class Coordinator:
         with self.lock:
             if not self.owns(node) or not node.state.live or self.hooks.ending():
                 return
-            self._set_state(node, NodeState.FAILED, "connection lost")
-            self.hooks.node_failed(NodeError(
+            self._fail(node, NodeError(
                 node.role, node.index, node.where,
                 "the node's connection closed before it reported a result: its executor or Python worker died "
-                "(see the executor's stderr in the Spark UI)"), retryable=True)
+                "(see the executor's stderr in the Spark UI)"), True, "connection lost")

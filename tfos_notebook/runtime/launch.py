@@ -13,6 +13,7 @@ usable.
 from __future__ import annotations
 
 import os
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -35,6 +36,8 @@ from .supervisor import Supervisor
 from .watch import LiveDiagnosis
 
 FileSink = Callable[[str, list[Chunk]], dict[str, int]]
+
+QUERY_GRACE_SECS = 300.0  # a failed run's control server answers its inference tasks this long (see release)
 
 
 class Run(SparkFeeding):
@@ -112,6 +115,7 @@ class Run(SparkFeeding):
         self._secret = b""
         self._default_fs = ""
         self._server: channel.ControlServer | None = None
+        self._server_closer: threading.Timer | None = None
         self.started_at: float | None = None
         self.feeder = None
         self.instage = None  # feed.instage.InStageFeed, when start() was given data
@@ -246,10 +250,29 @@ class Run(SparkFeeding):
             self.lifecycle.try_transition(final, error)
 
     def release(self) -> None:
-        """What the run holds on the driver once it ends: its control server, its model dir probe."""
-        if self._server is not None:
-            self._server.close()
+        """What the run holds on the driver once it ends: its control server, its model dir probe.
+
+        After inference data sets were handed out (``inference``), Spark may evaluate them after the
+        run failed, and their tasks ask the control server why a node's feed is gone: it then stays
+        up, answering only such questions, until ``end_feed``/``shutdown`` or ``QUERY_GRACE_SECS``."""
         storage.remove_probe(self._model_dir_probe)
+        if self._server is None:
+            return
+        feeder = self.feeder
+        if feeder is not None and feeder.handed_out and not feeder.ended and self.error is not None:
+            if self._server_closer is None:
+                self._server_closer = threading.Timer(QUERY_GRACE_SECS, self._server.close)
+                self._server_closer.daemon = True
+                self._server_closer.start()
+            return
+        if self._server_closer is not None:
+            self._server_closer.cancel()
+        self._server.close()
+
+    @property
+    def control_address(self) -> tuple[str, int] | None:
+        """Where the run's control server listens (None before ``start``)."""
+        return self._server.address if self._server is not None else None
 
     def plan(self, attempt: int) -> NodePlan:
         """What every node of ``attempt`` needs (shipped in the barrier tasks' closure)."""

@@ -236,6 +236,16 @@ class GpuReport(Message):
 
 
 @_message
+class NodeQuery(Message):
+    """From a Spark task that feeds the run (not a node): what became of node ``task``? It asks
+    when that node's data feed is gone, to report the node's own failure instead."""
+
+    TYPE = "node_query"
+    task: int
+    CHECKS = {"task": _int}
+
+
+@_message
 class Pong(Message):
     """The answer to a ``Ping``: the node's host is reachable."""
 
@@ -270,6 +280,16 @@ class Cluster(Message):
     cluster_spec: dict[str, list[str]]
     model_dir_shared: bool = True  # every node sees the driver's model dir (``ctx.model_dir_shared``)
     CHECKS = {"cluster_spec": _map(_str, lambda v: list(_seq(_str)(v))), "model_dir_shared": _bool}
+
+
+@_message
+class NodeAnswer(Message):
+    """The answer to a ``NodeQuery``: the node's state and, if it failed, why (one line or a few)."""
+
+    TYPE = "node_answer"
+    state: str
+    failure: str = ""
+    CHECKS = {"state": _str, "failure": _str}
 
 
 @_message

@@ -44,6 +44,7 @@ class Feeder:
         self._published: dict[int, float] = {}
         self._passes = 0
         self.ended = False
+        self.handed_out = False  # inference data sets were returned, which Spark may still evaluate
 
     # -- reports from the nodes (control-channel threads) ------------------------------------------
     def on_message(self, node, msg: FeedServing | FeedReport) -> None:
@@ -240,6 +241,7 @@ class Feeder:
                 return
             self.ended = True
         if self.run.done:
+            self.run.release()  # nothing is left to ask the run about its nodes
             return
         try:
             addresses = self.wait_for_feeds(timeout)
@@ -260,14 +262,18 @@ class Feeder:
             raise FeedError("the feed was already ended (shutdown or train(..., end_feed=True)): run inference "
                             "before ending the feed")
         self._check_slots()
+        self._raise_if_run_ended()
         addresses = self.wait_for_feeds(feed_timeout)
+        self.handed_out = True
         secret = self.run._secret
+        ask = {"driver": self.run.control_address, "tasks": tuple(nd.task for nd in self.trainers())}
         if isinstance(data, RDD):
             first = data.take(1)
             if not first:
                 return data
             rdd_schema = schema_for_sample(first[0]).serialize().to_pybytes()
-            return data.mapPartitionsWithIndex(InferFeed(secret, addresses, feed_timeout, rdd_schema).rdd_partition)
+            return data.mapPartitionsWithIndex(
+                InferFeed(secret, addresses, feed_timeout, rdd_schema, **ask).rdd_partition)
         keep = list(data.columns) if keep is None else list(keep)
         missing = [c for c in keep if c not in data.columns]
         if missing:
@@ -281,7 +287,7 @@ class Feeder:
             raise FeedError(f"prediction columns {clash} clash with kept input columns: rename them, or pass keep=")
         out = StructType([data.schema[c] for c in keep] + list(predictions.fields))
         task = InferFeed(secret, addresses, feed_timeout, keep=keep,
-                         out_schema=to_arrow_schema(out).serialize().to_pybytes())
+                         out_schema=to_arrow_schema(out).serialize().to_pybytes(), **ask)
         return data.mapInArrow(task.arrow_partition, out)
 
     def _prediction_schema(self, data, schema: Any, addresses, feed_timeout: float):

@@ -15,13 +15,17 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
 
+from .. import channel
+from .. import messages as m
 from ..errors import ChannelError, FeedError, FeedTimeout
+from ..timeouts import Deadline
 from .codec import batches_of_rows, result_values, slices
 from .protocol import CONNECTION_ERRORS, FRAME_BYTES, MAX_FRAME, FeedClient
 
@@ -148,6 +152,8 @@ class InferFeed:
         rdd_schema: Arrow schema of an RDD's rows (None for a DataFrame).
         keep: columns of a DataFrame to keep next to the predictions.
         out_schema: Arrow schema (IPC bytes) of the output DataFrame (kept columns, then predictions).
+        driver, tasks: the run's control server and the barrier task of each node in ``nodes``:
+            a node whose feed is gone is asked after there, so that its own failure is reported.
     """
 
     secret: bytes
@@ -157,6 +163,8 @@ class InferFeed:
     keep: list[str] | None = None
     out_schema: bytes | None = None
     frame_bytes: int = FRAME_BYTES
+    driver: tuple[str, int] | None = None
+    tasks: tuple[int, ...] = ()
 
     def arrow_partition(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """For ``DataFrame.mapInArrow``: kept columns plus prediction columns."""
@@ -172,6 +180,10 @@ class InferFeed:
         for _, results in self.run(part, attempt, batches_of_rows(rows, schema, self.frame_bytes)):
             yield from result_values(results)
 
+    def node_failure(self, node: int) -> str:
+        """Why the ``node``-th node failed, as the driver tells ("" when it did not or cannot tell)."""
+        return _ask_driver(self.driver, self.secret, self.tasks[node]) if self.tasks else ""
+
     def run(self, part: int, attempt: int,
             batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[pa.RecordBatch | None, pa.RecordBatch]]:
         """Yields ``(kept rows, their predictions)`` as predictions arrive."""
@@ -181,6 +193,10 @@ class InferFeed:
             client = FeedClient(self.nodes[node], self.secret, self.timeout)
             client.request({"t": "open", "pass": "infer", "part": part, "attempt": attempt, "mode": "infer"})
         except CONNECTION_ERRORS as e:
+            failure = self.node_failure(node)
+            if failure:
+                raise FeedError(f"{failure} (its data feed at {where} is gone, so its share of the rows cannot be "
+                                "answered)") from e
             raise FeedError(f"cannot reach the data feed of {where} ({e}): the cluster's nodes must be running "
                             "(run inference before shutdown)") from e
         answers: queue.Queue = queue.Queue()
@@ -194,7 +210,7 @@ class InferFeed:
                     try:
                         client.send_rows(piece)
                     except CONNECTION_ERRORS as e:
-                        raise _lost(where, sent - answered, e) from e
+                        raise _lost(where, sent - answered, e, self.node_failure(node)) from e
                     sent += piece.num_rows
                     pending.append(piece.select(self.keep or []))
                 while not answers.empty():
@@ -204,7 +220,7 @@ class InferFeed:
             try:
                 client.conn.send({"t": "done", "rows": sent})
             except CONNECTION_ERRORS as e:
-                raise _lost(where, sent - answered, e) from e
+                raise _lost(where, sent - answered, e, self.node_failure(node)) from e
             while answered < sent:
                 try:
                     msg = answers.get(timeout=self.timeout)
@@ -227,9 +243,35 @@ def _read_results(client: FeedClient, answers: queue.Queue) -> None:
         answers.put(e)
 
 
-def _lost(where: str, waiting: int, e: BaseException) -> FeedError:
+def _lost(where: str, waiting: int, e: BaseException, failure: str = "") -> FeedError:
+    if failure:
+        return FeedError(f"{failure} ({where} closed its data feed with {waiting} rows unanswered)")
     return FeedError(f"{where} closed the feed with {waiting} rows unanswered ({type(e).__name__}: {e}): its "
                      "function failed or returned; the run's error says why")
+
+
+def _ask_driver(driver: tuple[str, int] | None, secret: bytes, task: int, wait: float = 10.0) -> str:
+    """Why node ``task`` failed, as the run's driver tells (waiting up to ``wait`` seconds while the
+    node is still live there: its failure may be on its way); "" if it did not, or cannot be asked."""
+    if driver is None:
+        return ""
+    deadline = Deadline(wait)
+    try:
+        conn = channel.connect(driver[0], driver[1], secret, timeout=5)
+    except (OSError, ChannelError):
+        return ""
+    try:
+        while True:
+            conn.send(m.encode(m.NodeQuery(task)))
+            answer = m.decode(conn.recv())
+            if not isinstance(answer, m.NodeAnswer) or answer.failure or answer.state not in ("registered", "running") \
+                    or deadline.expired:
+                return getattr(answer, "failure", "")
+            time.sleep(0.25)
+    except (OSError, ChannelError):
+        return ""
+    finally:
+        conn.close()
 
 
 def _answer(msg, where: str, waiting: int) -> pa.RecordBatch:

@@ -1,0 +1,141 @@
+"""Driver programs for the fake-hosts tests: ``python scenarios.py NAME`` runs as a driver in its own
+pid and mount namespace (see ``fakehosts.FakeHosts.driver``) against the fake hosts' master, and
+prints one ``RESULT {json}`` line for the test to check. The node functions are defined here, in
+``__main__``, so Spark ships them by value."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+
+def session():
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName("tfos-fakehosts")
+    for key, value in json.loads(os.environ["TFOS_SPARK_CONF"]).items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def report(**result) -> None:
+    print("RESULT " + json.dumps(result), flush=True)
+
+
+def write_checkpoint_and_events(args, ctx):
+    import socket
+
+    import tensorflow as tf
+
+    step = tf.Variable(7, dtype=tf.int64)
+    checkpoint = tf.train.Checkpoint(step=step)
+    restored = ctx.restore(checkpoint)
+    if ctx.is_chief:
+        tf.train.CheckpointManager(checkpoint, ctx.model_dir, max_to_keep=1).save()
+    with ctx.summary_writer().as_default():
+        tf.summary.scalar("loss", 0.5, step=1)
+    return {"host": socket.gethostname(), "shared": ctx.model_dir_shared, "model_dir": ctx.model_dir,
+            "restored": restored}
+
+
+def storage() -> None:
+    """A node-local model dir and a file:// log dir, then a relative model dir."""
+    from tfos_notebook import Run
+    from tfos_notebook.errors import ConfigError
+    from tfos_notebook.notebook.evaluate import evaluate_run
+    from tfos_notebook.notebook.tracker import track
+    from tfos_notebook.tensorboard.mirror import Mirror
+
+    spark = session()
+    out: dict = {}
+    run = Run(spark, write_checkpoint_and_events, None, 2, model_dir="/tmp/model-local", log_dir="file:///tmp/tb",
+              name="local-dirs")
+    mirror = Mirror("/tmp/mirror")
+    run.set_file_sink(mirror.receive)
+    tracker = track(run)
+    run.start()
+    run.wait(180)
+    tracker.stop()
+    out["results"] = run.results
+    out["findings"] = [f.describe() for f in run.diagnose() if f.code == "model_dir_not_shared"]
+    out["mirrored"] = sorted(os.path.relpath(os.path.join(d, f), "/tmp/mirror")
+                             for d, _, files in os.walk("/tmp/mirror") for f in files)
+    try:
+        evaluate_run(run.run_id, lambda checkpoint: {"loss": 0.0})
+        out["evaluate"] = "accepted"
+    except ConfigError as e:
+        out["evaluate"] = str(e)
+    os.makedirs("/tmp/shared/work", exist_ok=True)
+    os.chdir("/tmp/shared/work")
+    run = Run(spark, write_checkpoint_and_events, None, 2, model_dir="relative-model", name="relative")
+    run.start()
+    run.wait(180)
+    out["relative"] = {"model_dir": run.model_dir, "results": run.results,
+                       "kept": sorted(os.listdir(run.model_dir)),
+                       "findings": [f.code for f in run.diagnose()]}
+    report(**out)
+
+
+def count_with_checkpoints(args, ctx):
+    import time
+    from pathlib import Path
+
+    import tensorflow as tf
+
+    # the nodes meet before restoring, as real training's first collective makes them
+    meet = Path(ctx.model_dir, f"started-{ctx.attempt}")
+    meet.mkdir(exist_ok=True)
+    (meet / f"{ctx.job_name}-{ctx.task_index}").touch()
+    while len(list(meet.iterdir())) < ctx.num_workers:
+        time.sleep(0.05)
+    step = tf.Variable(0, dtype=tf.int64)
+    checkpoint = tf.train.Checkpoint(step=step)
+    restored = ctx.restore(checkpoint)
+    start = int(step.numpy())
+    manager = tf.train.CheckpointManager(checkpoint, ctx.model_dir, max_to_keep=2) if ctx.is_chief else None
+    while int(step.numpy()) < args:
+        time.sleep(0.2)
+        step.assign_add(1)
+        ctx.report(int(step.numpy()), loss=1.0 / int(step.numpy()))
+        if manager and int(step.numpy()) % 5 == 0:
+            manager.save()
+    return {"start": start, "final": int(step.numpy()), "attempt": ctx.attempt, "restored": restored,
+            "host": ctx.host}
+
+
+def chaos() -> None:
+    """A run with checkpoints in the shared dir: prints READY once mid-run, waits for the test's
+    chaos (a line on stdin), then reports how the run ended."""
+    from tfos_notebook import Run
+    from tfos_notebook.runtime.events import Step
+
+    steps = int(os.environ.get("TFOS_STEPS", "60"))
+    model_dir = f"/tmp/shared/model-{os.getpid()}-{time.time_ns()}"
+    run = Run(session(), count_with_checkpoints, steps, 2, model_dir=model_dir, retries=2, name="chaos").start()
+    end = time.monotonic() + 180
+    while time.monotonic() < end:
+        done = [e.step for e in run.events.events(Step) if e.role == "worker"]
+        if done and max(done) >= 12 and os.path.exists(os.path.join(model_dir, "checkpoint")):
+            break
+        time.sleep(0.1)
+    else:
+        print(f"NOT READY: {run.state}; findings: {[f.describe() for f in run.diagnose()]}", flush=True)
+        run.stop()
+        return
+    hosts = {f"{n.role}:{n.index}": n.where for n in run.nodes}
+    print(f"READY {run.run_id} {json.dumps(hosts)}", flush=True)
+    sys.stdin.readline()
+    t0 = time.monotonic()
+    error = None
+    try:
+        run.wait(400)
+    except Exception as e:
+        error = f"{type(e).__name__}: {e}"
+    report(run_id=run.run_id, error=error, seconds=time.monotonic() - t0, results=run.results, attempt=run.attempt,
+           findings=[{"code": f.code, "text": f.describe()} for f in run.diagnose()], hosts=hosts)
+
+
+if __name__ == "__main__":
+    {"storage": storage, "chaos": chaos}[sys.argv[1]]()

@@ -1,0 +1,124 @@
+"""Runs across fake hosts (Linux namespaces, see ``fakehosts.py``): two worker hosts that share
+neither loopback, process table, hostname nor /tmp with each other or with the driver, which runs
+in its own namespaces. ``/tmp/shared`` on every host and the driver stands in for shared storage.
+
+Each test runs a driver program from ``scenarios.py`` and checks what it reports, and what is left
+on the hosts. The chaos tests kill a node's process, kill an executor JVM, or cut a host's network
+for 60 s in the middle of a run whose checkpoints are in the shared directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+import pytest
+from fakehosts import FakeHosts, unavailable_reason, wait_for
+
+from tfos_notebook.runtime.procs import kill_process_group
+from tfos_notebook.runtime.timeouts import Deadline
+
+pytestmark = [pytest.mark.slow, pytest.mark.multihost]
+
+SCENARIOS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scenarios.py")
+
+
+@pytest.fixture(scope="module")
+def hosts():
+    reason = unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    with FakeHosts(hosts=2, cores=1) as fh:
+        yield fh
+
+
+def left_on_hosts(hosts: FakeHosts, run_id: str) -> dict[str, list[str]]:
+    """Processes of ``run_id`` still running on any host, waiting up to 60 s for them to end."""
+    Deadline(60).wait_until(lambda: not hosts.processes(run_id), interval=1.0)
+    return hosts.processes(run_id)
+
+
+def test_local_dirs_are_told_apart_from_shared_ones_across_hosts(hosts):
+    result, _ = wait_for(hosts.driver([SCENARIOS, "storage"]), 400)
+    nodes = result["results"]
+    assert {r["host"] for r in nodes.values()} == {"tfos-h1", "tfos-h2"}  # one node on each host
+    # /tmp/model-local is a different directory on each host: nobody resumes from it, and the driver
+    # refuses to evaluate it, naming the hosts and the fix
+    assert all(r["shared"] is False and r["restored"] is None for r in nodes.values())
+    assert len(result["findings"]) == 1 and "tfos-h1 (10.251.0.11)" in result["findings"][0]
+    assert "is not shared" in result["findings"][0] and "hdfs://" in result["findings"][0]
+    assert "on the chief's own host" in result["evaluate"] and "dbfs:/" in result["evaluate"]
+    # a file:// log dir is node-local too: both nodes' event files reached the driver's mirror
+    assert {p.split("/")[0] for p in result["mirrored"]} == {"chief_0", "worker_0"}
+    # a relative model dir resolves on the driver (its working directory, here shared storage), and
+    # the checkpoint is kept there after the run
+    relative = result["relative"]
+    assert relative["model_dir"] == "/tmp/shared/work/relative-model"
+    assert "checkpoint" in relative["kept"] and "model_dir_not_shared" not in relative["findings"]
+    assert all(r["shared"] and r["model_dir"] == relative["model_dir"] for r in relative["results"].values())
+
+
+def chaos_run(hosts: FakeHosts, act) -> dict:
+    """Start the chaos scenario, apply ``act(run_id, host of worker:0)`` mid-run, and return its result."""
+    driver = hosts.driver([SCENARIOS, "chaos"])
+    try:
+        line, end = "", time.monotonic() + 240
+        while time.monotonic() < end and not line.startswith(("READY ", "NOT READY")):
+            line = driver.stdout.readline()
+            if not line and driver.poll() is not None:
+                break
+        assert line.startswith("READY "), f"the run never got going: {line!r}\n{driver.stdout.read()[-4000:]}"
+        _, run_id, where = line.split(" ", 2)
+        victim = json.loads(where)["worker:0"].split(" ")[0]  # the worker's host name
+        act(run_id, victim)
+        driver.stdin.write("go\n")
+        driver.stdin.flush()
+        result, _ = wait_for(driver, 420)
+    finally:
+        kill_process_group(driver, grace=5)  # never left holding the hosts' cores for the next test
+    result["victim"] = victim
+    return result
+
+
+def assert_resumed_from_one_checkpoint(result: dict) -> None:
+    assert result["error"] is None, result["error"]
+    starts = {r["start"] for r in result["results"].values()}
+    assert result["attempt"] >= 1 and len(starts) == 1 and starts.pop() >= 5, result["results"]
+    assert all(r["final"] == 60 and r["restored"] for r in result["results"].values())
+
+
+def kill_one(hosts: FakeHosts, host: str, *patterns: str) -> None:
+    procs = hosts.host(host).find(*patterns)
+    assert len(procs) == 1, procs
+    procs[0].send_signal(signal.SIGKILL)
+
+
+def test_a_killed_node_process_on_one_host_is_relaunched_and_resumes(hosts):
+    result = chaos_run(hosts, lambda run_id, host: kill_one(hosts, host, "tfos_notebook.runtime.child", run_id))
+    assert_resumed_from_one_checkpoint(result)
+    assert "node_lost_retrying" in [f["code"] for f in result["findings"]]
+    assert not left_on_hosts(hosts, result["run_id"])
+
+
+def test_a_killed_executor_jvm_is_relaunched_and_resumes(hosts):
+    result = chaos_run(hosts, lambda run_id, host: kill_one(hosts, host, "CoarseGrainedExecutorBackend"))
+    assert_resumed_from_one_checkpoint(result)
+    lost = [f["text"] for f in result["findings"] if f["code"] == "node_lost_retrying"]
+    assert lost and f"worker:0 on {result['victim']}" in lost[0]
+    assert not left_on_hosts(hosts, result["run_id"])
+
+
+def test_a_host_cut_off_for_60s_is_named_and_the_run_resumes_once_it_is_back(hosts):
+    def cut(run_id: str, host: str) -> None:
+        hosts.cut(host)
+        time.sleep(60)
+        hosts.reconnect(host)
+
+    result = chaos_run(hosts, cut)
+    unreachable = [f["text"] for f in result["findings"] if f["code"] == "node_unreachable"]
+    assert unreachable and f"worker:0 on {result['victim']}" in unreachable[0], result["findings"]
+    assert "stopped answering" in unreachable[0]
+    assert_resumed_from_one_checkpoint(result)
+    assert not left_on_hosts(hosts, result["run_id"])
