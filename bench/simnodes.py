@@ -71,7 +71,9 @@ def play_node(host: str, port: int, secret: bytes, attempt: int, task: int, num_
 
 
 def worker_main() -> None:
-    """A worker process: wait for the go line, play its tasks on threads, print a summary."""
+    """A worker process: say it is ready, wait for the go line, play its tasks on threads, print
+    a summary."""
+    print("ready", flush=True)
     line = sys.stdin.readline()
     if not line:  # the driver ended without a barrier stage
         return
@@ -98,7 +100,8 @@ def worker_main() -> None:
 class SimBackend(SparkBackend):
     """A backend with ``slots`` task slots whose barrier stage is ``procs`` worker processes
     playing the nodes (see the module docstring). ``go_at`` is the wall-clock time the nodes were
-    released; ``summaries`` what each process reported."""
+    released; ``summaries`` what each process reported. The constructor returns once every process
+    has imported what it needs."""
 
     kind = "simulated"
 
@@ -108,6 +111,9 @@ class SimBackend(SparkBackend):
         self.summaries: list[dict] = []
         self._procs = [subprocess.Popen([sys.executable, str(HERE / "simnodes.py")], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, text=True) for _ in range(procs)]
+        for proc in self._procs:
+            if proc.stdout.readline().strip() != "ready":
+                raise RuntimeError("a simulated node process died while starting")
 
     @property
     def master(self) -> str:
