@@ -13,7 +13,17 @@ import threading
 
 import msgpack
 import pytest
-from fuzzing import HEADER, frame, hello_then, message_maps, raw_frames, rss_mib, settles, values
+from fuzzing import (
+    HEADER,
+    MESSAGE_TYPES,
+    frame,
+    hello_then,
+    message_maps,
+    raw_frames,
+    rss_mib,
+    settles,
+    values,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_lifecycle import FakeNode, start
@@ -193,3 +203,59 @@ def test_a_run_in_flight_finishes_with_its_result_while_its_control_port_is_fuzz
     assert run.attempt == 0
     fuzzer.close()
     assert "handler failed" not in caplog.text
+
+
+hostile_paths = st.sampled_from(["events.out.tfevents.1.node", "sub/events.out.tfevents.2", "../escape", "/tmp/abs",
+                                 "a/../../b", "a\\b", "", ".", "x\x00y", "C:/x", "a//b"]) | st.text(max_size=12)
+file_chunks = st.lists(st.tuples(hostile_paths, st.integers(-(2 ** 20), 2 ** 40), st.binary(max_size=64)),
+                       max_size=3).map(lambda chunks: {"type": "files", "chunks": [list(c) for c in chunks]})
+NOT_ENDING = tuple(t for t in MESSAGE_TYPES if t not in (m.Register, m.Result))
+
+
+def test_a_registered_node_sending_nonsense_never_ends_the_run_nor_writes_outside_the_mirror(
+        tmp_path, thread_exceptions, caplog):
+    from tfos_notebook.tensorboard.mirror import Mirror
+
+    caplog.set_level(logging.WARNING)
+    release = threading.Event()
+    fuzzer: list[FakeNode] = []
+
+    def script(plan, task, cancel):
+        node = FakeNode(plan, task)
+        assert isinstance(node.register(), m.Cluster)
+        node.send(m.NodeStateReport("running", 1))
+        if task == 2:
+            fuzzer.append(node)
+        release.wait(120)
+        node.send(m.Result(ok=True, value=pickle.dumps(42 if task == 0 else None), value_type="int", exit_code=0))
+        node.close()
+        return {"task": task}
+
+    mirror = Mirror(str(tmp_path / "mirror"))
+    run = start(script, nodes=3)
+    run.set_file_sink(mirror.receive)
+    run.wait_for_reservations(10)
+    assert settles(lambda: fuzzer)
+    node = fuzzer[0]
+
+    @settings(max_examples=200)
+    @given(raw=message_maps(NOT_ENDING) | file_chunks)
+    def nonsense(raw):
+        node.conn.sock.sendall(frame(msgpack.packb(raw, use_bin_type=True)))
+
+    nonsense()
+    # refused by the protocol or the coordinator, or (unsafe file names) by the mirror; others were handled
+    assert settles(lambda: 0 < run._server.malformed < 200 and mirror.rejected > 0)
+    release.set()
+    assert run.wait(10) == 42
+    assert run.node_states() == {"chief:0": "finished", "worker:0": "finished", "worker:1": "finished"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mirror"]  # nothing escaped the mirror
+    assert all(p.resolve().is_relative_to(tmp_path / "mirror") for p in (tmp_path / "mirror").rglob("*"))
+    assert "handler failed" not in caplog.text and "sink failed" not in caplog.text
+
+
+def test_a_negative_file_offset_is_malformed_rather_than_read_as_bytes_before_the_start():
+    for raw in ({"type": "files", "chunks": [["events.out.tfevents.1", -5, b"12345678"]]},
+                {"type": "files_rewind", "files": {"events.out.tfevents.1": -1}}):
+        with pytest.raises(ChannelError, match="expected an offset"):
+            m.decode(raw)
