@@ -11,7 +11,7 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON ?= $(abspath $(PY))
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: demo test lint venv clean bench bench-connect bench-feed bench-tensorboard bench-kernel labext ui-deps chromium lab
+.PHONY: demo test lint venv clean bench bench-connect bench-feed bench-tensorboard bench-kernel bench-scale labext ui-deps chromium lab
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -50,6 +50,9 @@ bench-tensorboard: $(STAMP)
 
 bench-kernel: $(STAMP)
 	$(PY) bench/kernel_responsiveness.py
+
+bench-scale: $(STAMP)
+	$(PY) bench/scale.py
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache node_modules labextension/ui-tests/node_modules \

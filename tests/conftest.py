@@ -17,8 +17,17 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("PYSPARK_PYTHON", __import__("sys").executable)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+from hypothesis import HealthCheck, settings  # noqa: E402
+
 from tfos_notebook.devcluster import StandaloneCluster  # noqa: E402
 from tfos_notebook.runtime.spark import backend_for  # noqa: E402
+
+# The fuzz tests (marked ``fuzz``) draw the same examples on every run (CI stays stable), keep no
+# example database, and time whole tests rather than single examples (servers answer slower on a
+# busy 2-core machine). Each test bounds its own ``max_examples``.
+settings.register_profile("tfos", derandomize=True, database=None, deadline=None, print_blob=True,
+                          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+settings.load_profile("tfos")
 
 
 class _SparkSlot:
@@ -155,6 +164,20 @@ def _wait_for_executors(sc, n: int, timeout: float = 60.0) -> None:
             return
         time.sleep(0.2)
     raise TimeoutError(f"{n} executors did not register within {timeout}s")
+
+
+@pytest.fixture
+def thread_exceptions():
+    """Exceptions that escaped any thread while the test ran (``threading.excepthook``): a test
+    that takes this fixture fails if one did."""
+    import threading
+
+    caught: list[threading.ExceptHookArgs] = []
+    previous = threading.excepthook
+    threading.excepthook = caught.append
+    yield caught
+    threading.excepthook = previous
+    assert [f"{a.thread.name if a.thread else '?'}: {a.exc_type.__name__}: {a.exc_value}" for a in caught] == []
 
 
 def pytest_sessionfinish(session, exitstatus):

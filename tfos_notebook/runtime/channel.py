@@ -49,6 +49,11 @@ PROTOCOL_VERSION = 1
 HANDSHAKE_MAX = 1024
 DEFAULT_MAX_FRAME = 64 << 20
 HANDSHAKE_TIMEOUT = 5.0
+# A gang's nodes all connect at once. With Python's default listen backlog (128), the connections
+# past it are dropped by the kernel, and with SYN cookies a node can believe it is connected while
+# the server never sees it: a thousand simulated nodes left 295 stuck that way. The kernel caps
+# this at net.core.somaxconn.
+LISTEN_BACKLOG = 4096
 _HEADER = struct.Struct(">I")
 _PACKER = msgpack.Packer(use_bin_type=True)
 
@@ -171,7 +176,7 @@ class ControlServer:
         self.max_frame = max_frame
         self.rejected = 0  # connections dropped for failed auth, a silent handshake or an oversized frame
         self.malformed = 0  # frames or messages refused on connections that were kept
-        self._listener = socket.create_server((host, 0))
+        self._listener = socket.create_server((host, 0), backlog=LISTEN_BACKLOG)
         self.host, self.port = self._listener.getsockname()[:2]
         self._conns: set[Connection] = set()
         self._threads: set[threading.Thread] = set()

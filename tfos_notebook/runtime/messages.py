@@ -35,6 +35,12 @@ def _int(v: Any) -> int:
     return v
 
 
+def _offset(v: Any) -> int:
+    if _int(v) < 0:
+        raise ValueError(f"expected an offset (0 or more), got {v}")
+    return v
+
+
 def _opt_int(v: Any) -> int | None:
     return None if v is None else _int(v)
 
@@ -205,7 +211,7 @@ class Files(Message):
 
     TYPE = "files"
     chunks: tuple[tuple[str, int, bytes], ...]
-    CHECKS = {"chunks": _seq(_fixed(_str, _int, _bytes))}
+    CHECKS = {"chunks": _seq(_fixed(_str, _offset, _bytes))}
 
 
 LEFTOVER_FIELDS: dict[str, Check] = {"host": _str, "pid": _int, "run_id": _str, "task": _str, "cmdline": _str,
@@ -322,7 +328,7 @@ class FilesRewind(Message):
 
     TYPE = "files_rewind"
     files: dict[str, int]
-    CHECKS = {"files": _map(_str, _int)}
+    CHECKS = {"files": _map(_str, _offset)}
 
 
 # -- encoding ----------------------------------------------------------------------------------

@@ -41,6 +41,26 @@ class _Partition:
     owner: Any = None
 
 
+def _field(msg: dict, key: str, kind: type) -> Any:
+    """``msg[key]``, which must be a ``kind`` (not a bool for an int); ``ChannelError`` refuses
+    the request otherwise."""
+    value = msg.get(key)
+    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+        raise channel.ChannelError(f"malformed {str(msg.get('t'))[:40]!r} request: {key!r} must be "
+                                   f"a {kind.__name__}, got {type(value).__name__}")
+    return value
+
+
+def _stream(msg: dict) -> tuple[pa.Schema, pa.RecordBatch | None]:
+    """The Arrow IPC stream in ``msg["data"]``; ``ChannelError`` when it is not one (Arrow
+    raises a plain ``OSError`` for a truncated stream, which the server would take for a closed
+    socket and drop the connection)."""
+    try:
+        return read_stream(_field(msg, "data", bytes))
+    except (pa.ArrowException, OSError, FeedError) as e:
+        raise channel.ChannelError(f"malformed {str(msg.get('t'))[:40]!r} request: {e}") from None
+
+
 class _Source:
     """One feeding connection."""
 
@@ -136,31 +156,38 @@ class FeedServer:
     # -- connections -------------------------------------------------------------------------------
     def _on_message(self, conn: channel.Connection, msg: dict) -> None:
         kind = msg.get("t")
-        if kind == "rows":
-            self._on_rows(conn, msg)
-        elif kind == "open":
-            self._on_open(conn, msg)
-        elif kind == "done":
-            self._on_done(conn, msg)
-        elif kind == "sample":
-            schema, batch = read_stream(msg["data"])
-            with self._cond:
-                self._sample = (schema, batch)
-                self._cond.notify_all()
-            conn.send({"t": "ok"})
-        elif kind == "epoch_end":
-            self.queue.mark(EpochEnd(str(msg.get("pass"))))
-            conn.send({"t": "ok"})
-        elif kind == "end":
-            self.queue.mark(FeedEnd())
-            with self._cond:
-                self.ended = True
-                self._cond.notify_all()
-            conn.send({"t": "ok"})
-        else:
-            conn.send({"t": "error", "message": f"unknown message {kind!r}"})
+        try:
+            if kind == "rows":
+                self._on_rows(conn, msg)
+            elif kind == "open":
+                self._on_open(conn, msg)
+            elif kind == "done":
+                self._on_done(conn, msg)
+            elif kind == "sample":
+                schema, batch = _stream(msg)
+                with self._cond:
+                    self._sample = (schema, batch)
+                    self._cond.notify_all()
+                conn.send({"t": "ok"})
+            elif kind == "epoch_end":
+                self.queue.mark(EpochEnd(str(msg.get("pass"))))
+                conn.send({"t": "ok"})
+            elif kind == "end":
+                self.queue.mark(FeedEnd())
+                with self._cond:
+                    self.ended = True
+                    self._cond.notify_all()
+                conn.send({"t": "ok"})
+            else:
+                raise channel.ChannelError(f"unknown message {str(kind)[:40]!r}")
+        except channel.ChannelError as e:  # counted by the server; the connection goes on
+            if kind != "rows":  # the one request that is never answered
+                conn.send({"t": "error", "message": str(e)})
+            raise
 
     def _on_open(self, conn: channel.Connection, msg: dict) -> None:
+        if "feed" in conn.attrs:  # its partition would stay owned by it (a retry of it would wait forever)
+            raise channel.ChannelError("a connection feeds one partition: this one already opened one")
         if msg.get("mode") == "infer":
             conn.attrs["feed"] = _Source(conn, "infer")
             conn.send({"t": "ready", "skip": 0})
@@ -168,7 +195,7 @@ class FeedServer:
         if self.queue.terminated:
             conn.send({"t": "stopped"})
             return
-        key = (str(msg.get("pass")), int(msg.get("part", -1)))
+        key = (str(msg.get("pass")), _field(msg, "part", int))
         with self._cond:
             part = self._parts.setdefault(key, _Partition())
             while part.owner is not None and not self.queue.terminated:
@@ -185,12 +212,11 @@ class FeedServer:
         source: _Source | None = conn.attrs.get("feed")
         if source is None:
             raise channel.ChannelError("rows before open")
-        data = msg["data"]
-        _, batch = read_stream(data)
+        _, batch = _stream(msg)
         if batch is None or batch.num_rows == 0:
             return
         infer = source.mode == "infer"
-        if self.queue.put(Chunk(batch, len(data), source if infer else None)) and not infer:
+        if self.queue.put(Chunk(batch, len(msg["data"]), source if infer else None)) and not infer:
             source.part.delivered += batch.num_rows
 
     def _on_done(self, conn: channel.Connection, msg: dict) -> None:
@@ -200,7 +226,7 @@ class FeedServer:
         if source.mode == "infer":
             self.queue.mark(PartitionEnd(source))
             return
-        part, rows = source.part, int(msg.get("rows", -1))
+        part, rows = source.part, _field(msg, "rows", int)
         terminated = self.queue.terminated
         with self._cond:
             if not terminated and part.delivered != rows:
@@ -212,6 +238,7 @@ class FeedServer:
             part.owner = None
             self._train_conns.discard(conn)
             self._cond.notify_all()
+        del conn.attrs["feed"]  # the partition is no longer this connection's to feed
         conn.send({"t": "ack", "terminated": terminated})
 
     def _on_close(self, conn: channel.Connection) -> None:
