@@ -52,9 +52,11 @@ def play_node(host: str, port: int, secret: bytes, attempt: int, task: int, num_
     try:
         conn.send(m.encode(m.Register(task=task, attempt=attempt, host="127.0.0.1", port=40000 + task,
                                       pid=os.getpid(), executor_id=str(task % 64))))
-        while not isinstance(reply := m.decode(conn.recv()), m.Cluster):  # what comes before it is not needed
+        while not isinstance(reply := m.decode(conn.recv()), m.Cluster):
             if isinstance(reply, m.Stop):
                 raise RuntimeError(f"task {task} was told to stop instead of getting the cluster spec")
+            if isinstance(reply, m.Ping):  # answered as a node does, or the driver takes it for lost
+                conn.send(m.encode(m.Pong(reply.seq)))
         conn.send(m.encode(m.NodeStateReport("running", os.getpid())))
         chunk = (b"%08d" % task) * (work.chunk_bytes // 8)
         for i in range(max(work.log_batches, work.file_chunks)):
