@@ -137,5 +137,48 @@ def chaos() -> None:
            findings=[{"code": f.code, "text": f.describe()} for f in run.diagnose()], hosts=hosts)
 
 
+def run_notebook(name: str, **env: str) -> list:
+    """Execute example notebook ``name`` in a fresh kernel (on this driver's host); returns its cells."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    os.environ.update(env)
+    nb = nbformat.read(os.path.join(EXAMPLES, name), as_version=4)
+    NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": EXAMPLES}}).execute()
+    return nb.cells
+
+
+def notebooks() -> None:
+    """Example notebooks 01 and 05 against the fake hosts (each kernel its own application), then 02
+    evaluating, from a second kernel, the checkpoints of a run this driver trains across the hosts."""
+    sys.path.insert(0, os.path.join(os.path.dirname(EXAMPLES), "tests", "examples"))
+    from test_notebook_02_evaluation import TRAINING_CELL
+
+    from tfos_notebook.notebook import TrainOptions, train
+
+    work = "/tmp/shared/examples"
+    env = {"TFOS_WORK_DIR": work, "TFOS_EPOCHS": "3", "TFOS_MONITOR": "text"}
+    out: dict = {}
+    for name in ("01_train_digits.ipynb", "05_migrate_tfos.ipynb"):
+        t0 = time.monotonic()
+        run_notebook(name, **env)
+        with open(os.path.join(work, name.replace(".ipynb", ".json"))) as f:
+            out[name[:2]] = {"summary": json.load(f), "seconds": time.monotonic() - t0}
+    t0 = time.monotonic()
+    options = TrainOptions(workers=2, epochs=3, model_dir="/tmp/shared/model-02", name="digits_for_02",
+                           monitor="none")
+    run = train(TRAINING_CELL, options, {}, spark=session())
+    cells = run_notebook("02_concurrent_evaluation.ipynb", TFOS_EVAL_RUN="digits_for_02", TFOS_EVAL_EVERY="0.5")
+    run.wait(120)
+    text = ["".join(o.get("text", "") for o in c.get("outputs", []) if o.get("output_type") == "stream")
+            for c in cells]
+    out["02"] = {"text": "\n".join(text), "seconds": time.monotonic() - t0,
+                 "nodes": sorted(n.where for n in run.nodes)}
+    report(**out)
+
+
+EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                        "example_notebooks")
+
 if __name__ == "__main__":
-    {"storage": storage, "chaos": chaos}[sys.argv[1]]()
+    {"storage": storage, "chaos": chaos, "notebooks": notebooks}[sys.argv[1]]()

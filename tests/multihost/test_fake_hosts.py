@@ -122,3 +122,15 @@ def test_a_host_cut_off_for_60s_is_named_and_the_run_resumes_once_it_is_back(hos
     assert "stopped answering" in unreachable[0]
     assert_resumed_from_one_checkpoint(result)
     assert not left_on_hosts(hosts, result["run_id"])
+
+
+@pytest.mark.timeout(1200)
+def test_example_notebooks_01_02_05_run_across_the_hosts_with_a_shared_model_dir(hosts):
+    result, _ = wait_for(hosts.driver([SCENARIOS, "notebooks"]), 900)
+    first, migrated, evaluation = result["01"]["summary"], result["05"]["summary"], result["02"]
+    assert first["accuracy"] >= 0.9 and len(first["loss_per_epoch"]) == 3, first
+    assert migrated["job"] == "chief" and migrated["model_saved"] and migrated["accuracy"] >= 0.85, migrated
+    assert [n.split(" ")[0] for n in evaluation["nodes"]] == ["tfos-h1", "tfos-h2"]
+    # the second kernel found the run in the driver's registry and evaluated every checkpoint the
+    # chief wrote on its host into the shared model dir
+    assert "finished: 3 checkpoints evaluated, 0 failed (run finished)" in evaluation["text"], evaluation["text"]
