@@ -173,7 +173,7 @@ def notebooks() -> None:
     text = ["".join(o.get("text", "") for o in c.get("outputs", []) if o.get("output_type") == "stream")
             for c in cells]
     out["02"] = {"text": "\n".join(text), "seconds": time.monotonic() - t0,
-                 "nodes": sorted(n.where for n in run.nodes)}
+                 "nodes": sorted(n.where for n in run.run.nodes)}
     report(**out)
 
 
