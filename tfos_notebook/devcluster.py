@@ -55,6 +55,21 @@ def wait_for_port(host: str, port: int, timeout: float, proc: subprocess.Popen, 
     raise TimeoutError(f"Spark process did not open {host}:{port} in {timeout:.0f}s; log:\n{log.read_text()[-3000:]}")
 
 
+def worker_properties(root: Path, gpus: int) -> Path:
+    """A worker properties file in ``root`` advertising ``gpus`` fake GPU addresses (a discovery
+    script that names them), or none."""
+    props = root / "worker.properties"
+    lines = []
+    if gpus:
+        script = root / "gpus.sh"
+        addresses = json.dumps([str(i) for i in range(gpus)])
+        script.write_text(f"#!/bin/sh\necho '{{\"name\":\"gpu\",\"addresses\":{addresses}}}'\n")
+        script.chmod(0o755)
+        lines += [f"spark.worker.resource.gpu.amount {gpus}", f"spark.worker.resource.gpu.discoveryScript {script}"]
+    props.write_text("\n".join(lines) + "\n")
+    return props
+
+
 @dataclass
 class StandaloneCluster:
     """A master and ``workers`` workers on 127.0.0.1.
@@ -106,16 +121,7 @@ class StandaloneCluster:
              "--webui-port", str(master_ui)],
         )
         wait_for_port(self.host, self.master_port, timeout, proc, log)
-        props = self.root / "worker.properties"
-        lines = []
-        if self.gpus_per_worker:
-            script = self.root / "gpus.sh"
-            addresses = json.dumps([str(i) for i in range(self.gpus_per_worker)])
-            script.write_text(f"#!/bin/sh\necho '{{\"name\":\"gpu\",\"addresses\":{addresses}}}'\n")
-            script.chmod(0o755)
-            lines += [f"spark.worker.resource.gpu.amount {self.gpus_per_worker}",
-                      f"spark.worker.resource.gpu.discoveryScript {script}"]
-        props.write_text("\n".join(lines) + "\n")
+        props = worker_properties(self.root, self.gpus_per_worker)
         for i in range(self.workers):
             work = self.root / f"worker{i}"
             work.mkdir()

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import psutil
 
-from tfos_notebook.devcluster import free_port, spark_home, wait_for_port
+from tfos_notebook.devcluster import free_port, spark_home, wait_for_port, worker_properties
 from tfos_notebook.runtime.procs import kill_process_group
 from tfos_notebook.runtime.timeouts import Deadline
 
@@ -190,16 +190,7 @@ class FakeHosts:
              "--host", MASTER_IP, "--port", str(self.master_port), "--webui-port", str(ui)],
             env=self._env(MASTER_IP), stdout=open(log, "wb"), stderr=subprocess.STDOUT, start_new_session=True)
         self._procs.append(master)
-        props = self.root / "worker.properties"
-        lines = []
-        if self.gpus:
-            script = self.root / "gpus.sh"
-            addresses = json.dumps([str(i) for i in range(self.gpus)])
-            script.write_text(f"#!/bin/sh\necho '{{\"name\":\"gpu\",\"addresses\":{addresses}}}'\n")
-            script.chmod(0o755)
-            lines += [f"spark.worker.resource.gpu.amount {self.gpus}",
-                      f"spark.worker.resource.gpu.discoveryScript {script}"]
-        props.write_text("\n".join(lines) + "\n")
+        props = worker_properties(self.root, self.gpus)
         wait_for_port(MASTER_IP, self.master_port, timeout, master, log)
         for h in self._hosts:
             command = [os.path.join(spark_home(), "bin", "spark-class"), "org.apache.spark.deploy.worker.Worker",

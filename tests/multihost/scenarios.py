@@ -78,42 +78,21 @@ def storage() -> None:
     report(**out)
 
 
-def count_with_checkpoints(args, ctx):
-    import time
-    from pathlib import Path
-
-    import tensorflow as tf
-
-    # the nodes meet before restoring, as real training's first collective makes them
-    meet = Path(ctx.model_dir, f"started-{ctx.attempt}")
-    meet.mkdir(exist_ok=True)
-    (meet / f"{ctx.job_name}-{ctx.task_index}").touch()
-    while len(list(meet.iterdir())) < ctx.num_workers:
-        time.sleep(0.05)
-    step = tf.Variable(0, dtype=tf.int64)
-    checkpoint = tf.train.Checkpoint(step=step)
-    restored = ctx.restore(checkpoint)
-    start = int(step.numpy())
-    manager = tf.train.CheckpointManager(checkpoint, ctx.model_dir, max_to_keep=2) if ctx.is_chief else None
-    while int(step.numpy()) < args:
-        time.sleep(0.2)
-        step.assign_add(1)
-        ctx.report(int(step.numpy()), loss=1.0 / int(step.numpy()))
-        if manager and int(step.numpy()) % 5 == 0:
-            manager.save()
-    return {"start": start, "final": int(step.numpy()), "attempt": ctx.attempt, "restored": restored,
-            "host": ctx.host}
-
-
 def chaos() -> None:
     """A run with checkpoints in the shared dir: prints READY once mid-run, waits for the test's
     chaos (a line on stdin), then reports how the run ended."""
+    from pyspark import cloudpickle
+
     from tfos_notebook import Run
     from tfos_notebook.runtime.events import Step
 
-    steps = int(os.environ.get("TFOS_STEPS", "60"))
+    sys.path.insert(0, os.path.join(os.path.dirname(EXAMPLES), "tests", "runtime"))
+    import test_recovery  # its node function: counts steps, checkpoints every 5, resumes with ctx.restore
+
+    cloudpickle.register_pickle_by_value(test_recovery)  # Spark's pickler: executors cannot import it
     model_dir = f"/tmp/shared/model-{os.getpid()}-{time.time_ns()}"
-    run = Run(session(), count_with_checkpoints, steps, 2, model_dir=model_dir, retries=2, name="chaos").start()
+    run = Run(session(), test_recovery.count_with_checkpoints, STEPS, 2, model_dir=model_dir, retries=2,
+              name="chaos").start()
     end = time.monotonic() + 180
     while time.monotonic() < end:
         done = [e.step for e in run.events.events(Step) if e.role == "worker"]
@@ -177,6 +156,7 @@ def notebooks() -> None:
     report(**out)
 
 
+STEPS = 60  # of the chaos run: about 10 s of work after the chaos (0.15 s a step)
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                         "example_notebooks")
 
