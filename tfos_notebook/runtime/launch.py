@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from . import channel, preflight
+from . import channel
 from . import messages as m
 from .coordinator import NodeRecord
 from .ctx import run_log_dir
@@ -54,13 +54,17 @@ class Run(SparkFeeding):
             directory) is on each node's own disk, and the nodes ship what they write there to the
             driver (see ``set_file_sink``). ``ctx.log_dir`` is the node's own subdirectory.
         model_dir: handed to the nodes as ``ctx.model_dir``.
-        reservation_timeout: seconds for every node to register before the run fails with findings.
+        reservation_timeout: seconds for the cluster to have a free task slot for every node (the
+            run waits for them before it submits its job, with a ``waiting_for_slots`` finding
+            naming what holds them) and every node to register, before the run fails with findings.
         gpus_per_node: GPUs each node needs from Spark's task resources (0: CPU only, or whatever
             ``spark.task.resource.gpu.amount`` gives).
         env: extra environment variables for the nodes' processes.
         legacy_keras: set TF_USE_LEGACY_KERAS=1 on the nodes (None: when tf-keras is installed there).
         name: a label for views; defaults to the run id.
-        preflight_wait: seconds to wait for executors that are still starting before diagnosing.
+        preflight_wait: ``TFCluster.run`` only: seconds it waits for executors that are still
+            starting before it decides whether a slot is free for feeding beside the nodes
+            (:meth:`start` never waits for executors: the run does, in the background).
         retries: how many times a run whose node was lost (its process killed, its executor or
             Python worker gone) is relaunched; nodes resume from the latest checkpoint in
             ``model_dir`` through ``ctx.restore()`` or ``ctx.callbacks()``. An exception raised by
@@ -177,7 +181,9 @@ class Run(SparkFeeding):
     # -- start ---------------------------------------------------------------------------------
     def start(self, data: Any = None, epochs: int = 1, *, predict: bool = False, keep: list[str] | None = None,
               feed_timeout: float = 600.0) -> Run:
-        """Pre-flight, then submit the barrier job in the background and return.
+        """Pre-flight, then submit the barrier job in the background and return (at once: a run
+        whose slots are not free yet, held by other jobs or applications or executors still to
+        come, waits for them in the background, see ``reservation_timeout``).
 
         Args:
             data: a DataFrame or RDD to feed the nodes *in-stage* (``input_mode="spark"``): the
@@ -212,7 +218,6 @@ class Run(SparkFeeding):
         if self.instage is not None:
             self.events.publish(FeedPlanned(self.run_id, path="in-stage", detail=self.instage.describe()))
         try:
-            preflight.wait_for_executors(self.backend, len(self.roles), self.preflight_wait)
             findings = self.diagnosis.preflight()
             self.diagnosis.publish(findings)
             if blockers(findings):
