@@ -33,6 +33,7 @@ sys.path.insert(0, str(HERE.parent))
 from tfos_notebook import Run, TFNode  # noqa: E402
 from tfos_notebook.notebook import tracker  # noqa: E402
 from tfos_notebook.runtime.events import ClusterReady  # noqa: E402
+from tfos_notebook.runtime.timeouts import Deadline  # noqa: E402
 from tfos_notebook.tensorboard import attach_tensorboard, process  # noqa: E402
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # executors cannot import bench/
@@ -171,31 +172,34 @@ def sample(i: int, kind: str, outcome: str, secs: float) -> Sample:
                   sum(p.memory_info().rss for p in jvm) / 2**20)
 
 
-def soak(spark, launches: int, tensorboard_every: int = 0, on_sample=None) -> tuple[list[Sample], list[Run]]:
-    """``launches`` launches cycling through ``KINDS``; raises when one ends otherwise than its kind
-    should."""
-    samples, runs = [], []
+def soak(spark, launches: int, tensorboard_every: int = 0, on_sample=None) -> tuple[list[Sample], dict[str, str]]:
+    """``launches`` launches cycling through ``KINDS``; the samples, and each run's final state by
+    run id (the runs themselves are let go, as a notebook lets go of old runs). Raises when a launch
+    ends otherwise than its kind should."""
+    samples, states = [], {}
     for i in range(launches):
         kind = KINDS[i % len(KINDS)]
         t0 = time.monotonic()
         run, outcome = launch(spark, kind, tensorboard=bool(tensorboard_every) and i % tensorboard_every == 0)
-        runs.append(run)
+        states[run.run_id] = str(run.state)
         if outcome != EXPECTED[kind]:
             raise AssertionError(f"launch {i} ({kind}) ended {outcome}, expected {EXPECTED[kind]}: {run.error}")
         samples.append(sample(i, kind, outcome, time.monotonic() - t0))
         if on_sample:
             on_sample(samples[-1])
-    return samples, runs
+    return samples, states
 
 
 def settle(run_ids: set[str], timeout: float = 15.0) -> list[int]:
     """Wait (bounded) until no process of ``run_ids`` is left; the pids still alive."""
-    deadline = time.monotonic() + timeout
-    while True:
-        left = child_pids(run_ids)
-        if not left or time.monotonic() > deadline:
-            return left
-        time.sleep(0.2)
+    left = [child_pids(run_ids)]
+
+    def gone() -> bool:
+        left[0] = child_pids(run_ids)
+        return not left[0]
+
+    Deadline(timeout).wait_until(gone, interval=0.2)
+    return left[0]
 
 
 def tensorboards() -> list[int]:
@@ -250,8 +254,8 @@ def main() -> None:
         out.write_text(json.dumps({"samples": samples, "secs": time.monotonic() - t0}, indent=0))
         print(json.dumps(asdict(s)), flush=True)
 
-    _, runs = soak(spark, a.launches, a.tensorboard_every, keep)
-    left = settle({r.run_id for r in runs})
+    _, states = soak(spark, a.launches, a.tensorboard_every, keep)
+    left = settle(set(states))
     boards = tensorboards()
     first, last = samples[min(len(KINDS), len(samples) - 1)], samples[-1]
     summary = {"launches": len(samples), "secs": round(time.monotonic() - t0), "leftover_pids": left,

@@ -160,14 +160,18 @@ def test_a_fresh_application_whose_cores_another_holds_waits_for_its_executors_a
         assert not sc.statusTracker().getActiveJobsIds()
 
         run = Run(sc, quick, None, 2, reservation_timeout=50).start()
-        assert run.events.wait_for(lambda evs: bool(findings(run, "waiting_for_slots")), timeout=10)
+        assert run.events.wait_for(lambda evs: any(isinstance(e, FindingRaised) and e.finding.code == "waiting_for_slots"
+                                                   for e in evs), timeout=10)
         [waiting] = findings(run, "waiting_for_slots")
         assert waiting.cause.startswith("waiting for 2 free task slots before submitting (0 free now): "
                                         "application 'notebook-A' (app-")
         assert waiting.cause.endswith("holds 4 core(s)")
         assert run.state == "reserving" and not run.events.events(LaunchSubmitted)
-        # was a blocker: "no executors are registered with the driver"
-        assert findings(run, "executors_pending")[0].cause == "no executor has registered with the application yet"
+        # was a blocker: "no executors are registered with the driver". The count is unknown unless
+        # this process's JVM was started by an earlier session with spark.cores.max (JVM-wide defaults).
+        assert findings(run, "executors_pending")[0].cause in (
+            "no executor has registered with the application yet",
+            "1 executor(s) the application asked for have not registered yet")
         a.stdin.write("done\n")
         a.stdin.flush()  # A's notebook stops its run and its session: its cores free
         assert a.wait(30) == 0
