@@ -115,15 +115,16 @@ class Supervisor:
         minutes, the run stuck in ``reserving``). Meanwhile a ``waiting_for_slots`` finding says
         what holds them; a blocker (executors came, and too few) or ``deadline`` fails the run.
         Where the backend only estimates its view (Spark Connect) the gang is submitted at once and
-        ``gang_not_started`` speaks for it. Whether to submit (False: stopped or failed)."""
+        ``gang_not_started`` speaks for it. A cluster that cannot be read (the SparkContext stopped
+        under the run) fails it. Whether to submit (False: stopped or failed)."""
         run, n = self.run, len(self.run.roles)
         last_diagnosis = -1.0
         while self.state is RunState.RESERVING:
             try:
                 view = run.backend.cluster(run.job_group)
-            except Exception:  # the JVM may be busy: Spark's own slot check still stands behind us
-                log.warning("run %s: could not read the cluster's free slots", run.name, exc_info=True)
-                return True
+            except Exception as e:  # the SparkContext was stopped under the run, or its JVM is gone
+                self.abort(SparkJobError(f"run {run.name} cannot read the cluster's free slots: {error_summary(e)}"))
+                break
             if not view.exact or view.free_slots >= n:
                 return True
             if deadline.expired or time.monotonic() - last_diagnosis >= 1.0:
