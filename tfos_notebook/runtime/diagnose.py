@@ -96,12 +96,11 @@ class Snapshot:
 
     @property
     def awaiting_executors(self) -> bool:
-        """Executors may still come: some the application asked for are missing, or (on a cluster
-        manager, with no executor count set) none has registered yet, as right after a session
-        starts."""
+        """Executors may still come: some the application asked for are missing, or (with no
+        executor count set) none has registered and there is no slot at all, as right after a
+        session starts on a cluster manager (local mode always has its slots)."""
         return bool(self.executors_pending) or (
-            self.expected_executors is None and not self.executors and self.exact
-            and not self.master.startswith("local"))
+            self.expected_executors is None and not self.executors and not self.total_slots and self.exact)
 
 
 def _executor_lines(s: Snapshot) -> tuple[str, ...]:
