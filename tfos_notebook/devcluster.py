@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .runtime.procs import kill_process_group
+from .runtime.spark.standalone import master_state
 from .runtime.timeouts import Deadline
 
 
@@ -88,6 +89,7 @@ class StandaloneCluster:
     host: str = "127.0.0.1"
     root: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="tfos-devcluster-")))
     master_port: int = 0
+    ui_port: int = 0  # the master's web UI (its JSON at /json/ lists workers and applications)
     _procs: list[subprocess.Popen] = field(default_factory=list)
 
     @property
@@ -114,11 +116,11 @@ class StandaloneCluster:
     def start(self, timeout: float = 90.0) -> StandaloneCluster:
         """Start the master and the workers; return once every worker has registered."""
         self.master_port = self.master_port or free_port(self.host)
-        master_ui = free_port(self.host)
+        self.ui_port = self.ui_port or free_port(self.host)
         proc, log = self._spawn(
             "master",
             ["org.apache.spark.deploy.master.Master", "--host", self.host, "--port", str(self.master_port),
-             "--webui-port", str(master_ui)],
+             "--webui-port", str(self.ui_port)],
         )
         wait_for_port(self.host, self.master_port, timeout, proc, log)
         props = worker_properties(self.root, self.gpus_per_worker)
@@ -131,20 +133,16 @@ class StandaloneCluster:
                  "--cores", str(self.cores), "--memory", self.memory, "--work-dir", str(work),
                  "--webui-port", str(free_port(self.host)), "--properties-file", str(props)],
             )
-        self._wait_for_workers(master_ui, timeout)
+        self._wait_for_workers(timeout)
         return self
 
-    def _wait_for_workers(self, master_ui: int, timeout: float) -> None:
-        import urllib.request
-
+    def _wait_for_workers(self, timeout: float) -> None:
         alive = 0
 
         def registered() -> bool:
             nonlocal alive
-            try:
-                with urllib.request.urlopen(f"http://{self.host}:{master_ui}/json/", timeout=2) as r:
-                    state = json.load(r)
-            except OSError:  # the master's UI is not up yet
+            state = master_state(self.master_url, self.ui_port, timeout=2)
+            if state is None:  # the master's UI is not up yet
                 return False
             alive = sum(1 for w in state.get("workers", []) if w.get("state") == "ALIVE")
             return alive >= self.workers
@@ -164,6 +162,7 @@ class StandaloneCluster:
             "spark.driver.host": self.host,
             "spark.driver.bindAddress": self.host,
             "spark.ui.enabled": "false",
+            "spark.master.ui.port": str(self.ui_port),  # where launches ask who holds the cores
             "spark.executorEnv.SPARK_LOCAL_IP": self.host,
             "spark.executorEnv.PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
         }

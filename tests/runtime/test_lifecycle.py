@@ -30,8 +30,9 @@ from tfos_notebook.runtime.errors import (
     ReservationTimeout,
     ResultError,
     RunStopped,
+    SparkJobError,
 )
-from tfos_notebook.runtime.events import EventStream, RunFinished, RunStateChanged, TaskState
+from tfos_notebook.runtime.events import EventStream, FindingRaised, RunFinished, RunStateChanged, TaskState
 from tfos_notebook.runtime.launch import Run
 from tfos_notebook.runtime.lifecycle import IllegalTransition, Lifecycle, NodeState, RunState
 from tfos_notebook.runtime.spark import ClusterView, ExecutorInfo, SparkBackend
@@ -606,3 +607,55 @@ def test_unauthenticated_garbage_never_reaches_the_run():
     raw.sendall(struct.pack(">I", 5) + b"\xc1" * 5)
     assert run.wait(10) == 7
     raw.close()
+
+
+class BusyBackend(FakeBackend):
+    """A cluster whose slots other jobs hold (``busy``) until the test frees them; ``gone``: its
+    SparkContext was stopped, so it cannot be read at all."""
+
+    def __init__(self, script, busy: int) -> None:
+        super().__init__(script, slots=2)
+        self.busy, self.gone = busy, False
+
+    def cluster(self, own_tag=None) -> ClusterView:
+        if self.gone:
+            raise RuntimeError("the SparkContext was stopped")
+        return ClusterView(executors=(ExecutorInfo("0", "127.0.0.1", 2, ()),), total_slots=2, busy_slots=self.busy,
+                           other_jobs=(f"job 1 ({self.busy} running task(s), stages [1])",) * bool(self.busy))
+
+
+def waiting(run: Run) -> list[str]:
+    return [e.finding.cause for e in run.events.events(FindingRaised) if e.finding.code == "waiting_for_slots"]
+
+
+def waits(run: Run) -> bool:
+    return run.events.wait_for(lambda evs: any(isinstance(e, FindingRaised) and e.finding.code == "waiting_for_slots"
+                                               for e in evs), timeout=5)
+
+
+def test_a_run_holds_its_job_back_until_other_jobs_free_the_slots():
+    backend = BusyBackend(finish_with(7), busy=1)
+    run = Run(backend, lambda args, ctx: None, None, 2, stop_grace_secs=0.5).start()
+    assert waits(run)
+    assert waiting(run) == ["waiting for 2 free task slots before submitting (1 free now): running in this "
+                            "application: job 1 (1 running task(s), stages [1])"]
+    assert backend.jobs == 0 and run.state is RunState.RESERVING
+    backend.busy = 0
+    assert run.wait(10) == 7 and backend.jobs == 1
+
+
+def test_a_run_stopped_while_it_waits_for_slots_submits_nothing():
+    backend = BusyBackend(finish_with(7), busy=2)
+    run = Run(backend, lambda args, ctx: None, None, 2, stop_grace_secs=0.5).start()
+    assert waits(run)
+    run.stop(5)
+    assert run.state is RunState.STOPPED and backend.jobs == 0
+
+
+def test_a_run_whose_cluster_cannot_be_read_fails_instead_of_hanging():
+    backend = BusyBackend(finish_with(7), busy=2)
+    run = Run(backend, lambda args, ctx: None, None, 2).start()
+    assert waits(run)
+    backend.gone = True  # the user stopped the SparkContext while the run waited
+    with pytest.raises(SparkJobError, match="cannot read the cluster's free slots: the SparkContext was stopped"):
+        run.wait(5)

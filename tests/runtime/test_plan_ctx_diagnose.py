@@ -8,7 +8,7 @@ import pytest
 
 from tfos_notebook.runtime import ConfigError, plan_roles
 from tfos_notebook.runtime.ctx import NodeContext, absolute_path, tf_config
-from tfos_notebook.runtime.diagnose import ExecutorInfo, Snapshot, blockers, diagnose
+from tfos_notebook.runtime.diagnose import ExecutorInfo, Snapshot, blockers, diagnose, slot_wait_finding
 
 
 def test_roles_are_assigned_ps_then_chief_then_evaluator_then_workers():
@@ -80,6 +80,30 @@ def test_pending_executors_are_a_warning_not_a_verdict():
     [f] = diagnose(Snapshot(2, total_slots=1, executors=TWO_EXECUTORS[:1], expected_executors=2, elapsed=4))
     assert f.code == "executors_pending" and not blockers([f])
     assert "1 of 2 executors registered after 4s" in f.evidence[0]
+
+
+def test_a_fresh_cluster_application_with_no_executor_yet_waits_rather_than_fails():
+    # right after a session starts on a standalone master with no executor count set
+    [f] = diagnose(Snapshot(2, total_slots=0, master="spark://10.0.0.1:7077", elapsed=1))
+    assert f.code == "executors_pending" and not blockers([f])
+    assert f.cause == "no executor has registered with the application yet"
+    assert f.evidence[0] == "0 of an unknown number of executors registered after 1s"
+    [local] = diagnose(Snapshot(2, total_slots=1, master="local[1]"))
+    assert local.code == "not_enough_slots"  # local mode has all its slots from the start
+
+
+def test_a_launch_waiting_for_slots_names_what_holds_them():
+    held = Snapshot(2, total_slots=0, master="spark://10.0.0.1:7077", expected_executors=2,
+                    holders=("application 'notebook-A' (app-1, user ann) holds 2 core(s)",))
+    f = slot_wait_finding(held, 600)
+    assert f.cause == ("waiting for 2 free task slots before submitting (0 free now): application 'notebook-A' "
+                       "(app-1, user ann) holds 2 core(s)")
+    assert f.severity == "warning" and "fails after reservation_timeout (600s)" in f.remedy
+    busy = Snapshot(2, total_slots=2, busy_slots=2, executors=TWO_EXECUTORS,
+                    other_jobs=("job 3 'tfos_notebook run a attempt 0' (2 running task(s), stages [3])",))
+    assert slot_wait_finding(busy, 600).cause == (
+        "waiting for 2 free task slots before submitting (0 free now): running in this application: job 3 "
+        "'tfos_notebook run a attempt 0' (2 running task(s), stages [3])")
 
 
 def test_slots_held_by_other_jobs_are_reported():

@@ -54,6 +54,8 @@ class Snapshot:
         gpus_per_node: GPUs the user asked for per node (0 for CPU-only).
         elapsed: seconds since the launch began.
         other_jobs: descriptions of the other running jobs.
+        holders: what holds the cluster's cores outside this application, as the cluster manager
+            tells (``SparkBackend.slot_holders``; asked only while a launch waits for slots).
         leftovers: processes of earlier runs still alive, and foreign processes holding GPUs.
         registered: ``role:index`` of the nodes registered so far (during a launch).
         stalled_for: seconds since the last registration (during a launch).
@@ -84,12 +86,21 @@ class Snapshot:
     versions: tuple[tuple[str, str, str], ...] = ()
     driver_versions: tuple[str, str] = ("", "")
     exact: bool = True
+    holders: tuple[str, ...] = ()
 
     @property
     def executors_pending(self) -> int:
         if self.expected_executors is None:
             return 0
         return max(0, self.expected_executors - len(self.executors))
+
+    @property
+    def awaiting_executors(self) -> bool:
+        """Executors may still come: some the application asked for are missing, or (with no
+        executor count set) none has registered and there is no slot at all, as right after a
+        session starts on a cluster manager (local mode always has its slots)."""
+        return bool(self.executors_pending) or (
+            self.expected_executors is None and not self.executors and not self.total_slots and self.exact)
 
 
 def _executor_lines(s: Snapshot) -> tuple[str, ...]:
@@ -128,15 +139,16 @@ def diagnose(s: Snapshot) -> list[Finding]:
             f"set spark.task.resource.gpu.amount={s.gpus_per_node}, or ask for {s.task_gpus:g} GPU(s) per node",
         ))
     if s.requested_tasks > s.total_slots:
-        pending = s.executors_pending
-        if pending:
+        if s.awaiting_executors:
+            pending = s.executors_pending
             findings.append(Finding(
                 "executors_pending",
-                f"{pending} executor(s) the application asked for have not registered yet",
-                (f"{len(s.executors)} of {s.expected_executors} executors registered after {s.elapsed:.0f}s",
-                 *_executor_lines(s)),
-                "wait for the cluster manager to start them; if they never come, the cluster lacks free "
-                "cores or memory for them (see the master's UI)",
+                f"{pending} executor(s) the application asked for have not registered yet" if pending
+                else "no executor has registered with the application yet",
+                (f"{len(s.executors)} of {s.expected_executors or 'an unknown number of'} executors registered "
+                 f"after {s.elapsed:.0f}s", *_executor_lines(s)),
+                "nothing to do if they are starting: the launch waits for them (up to reservation_timeout); if "
+                "they never come, the cluster lacks free cores or memory for them (see the master's UI)",
                 WARNING,
             ))
         else:
@@ -197,6 +209,28 @@ def diagnose(s: Snapshot) -> list[Finding]:
             WARNING,
         ))
     return findings
+
+
+def slot_wait_finding(s: Snapshot, timeout: float) -> Finding:
+    """Why a launch holds its barrier job back: fewer free slots than nodes, and what holds them
+    (other applications, as the cluster manager tells; other jobs or runs of this application;
+    executors still to come). Its cause names the first holder, so a new holder is a new finding."""
+    held = (*s.holders, *(f"running in this application: {j}" for j in s.other_jobs))
+    if held:
+        why = held[0]
+    elif s.awaiting_executors:
+        why = "executors have not registered yet"
+    else:
+        why = "the slots are held by tasks of this application"
+    return Finding(
+        "waiting_for_slots",
+        f"waiting for {s.requested_tasks} free task slots before submitting ({max(0, s.total_slots - s.busy_slots)} free now): {why}",
+        (f"slots: {s.total_slots}, held by other jobs of this application: {s.busy_slots}", *held,
+         *_executor_lines(s)),
+        f"the run starts when the slots free, or fails after reservation_timeout ({timeout:.0f}s); to start sooner, "
+        "stop the run or application that holds them, or ask for fewer nodes",
+        WARNING,
+    )
 
 
 def _estimate_lines(s: Snapshot) -> tuple[str, ...]:

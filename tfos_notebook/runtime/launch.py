@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from . import channel, preflight, storage
+from . import channel, storage
 from . import messages as m
 from .coordinator import NodeRecord
 from .ctx import resolve_on_driver, run_log_dir
@@ -61,13 +61,17 @@ class Run(SparkFeeding):
             the driver's working directory). A local path is probed: unless every node sees the
             driver's files there, a ``model_dir_not_shared`` finding says so, nothing resumes from
             it after a relaunch (``ctx.model_dir_shared``), and the driver cannot evaluate it.
-        reservation_timeout: seconds for every node to register before the run fails with findings.
+        reservation_timeout: seconds for the cluster to have a free task slot for every node (the
+            run waits for them before it submits its job, with a ``waiting_for_slots`` finding
+            naming what holds them) and every node to register, before the run fails with findings.
         gpus_per_node: GPUs each node needs from Spark's task resources (0: CPU only, or whatever
             ``spark.task.resource.gpu.amount`` gives).
         env: extra environment variables for the nodes' processes.
         legacy_keras: set TF_USE_LEGACY_KERAS=1 on the nodes (None: when tf-keras is installed there).
         name: a label for views; defaults to the run id.
-        preflight_wait: seconds to wait for executors that are still starting before diagnosing.
+        preflight_wait: ``TFCluster.run`` only: seconds it waits for executors that are still
+            starting before it decides whether a slot is free for feeding beside the nodes
+            (:meth:`start` never waits for executors: the run does, in the background).
         retries: how many times a run whose node was lost (its process killed, its executor or
             Python worker gone) is relaunched; nodes resume from the latest checkpoint in
             ``model_dir`` through ``ctx.restore()`` or ``ctx.callbacks()``. An exception raised by
@@ -187,7 +191,9 @@ class Run(SparkFeeding):
     # -- start ---------------------------------------------------------------------------------
     def start(self, data: Any = None, epochs: int = 1, *, predict: bool = False, keep: list[str] | None = None,
               feed_timeout: float = 600.0) -> Run:
-        """Pre-flight, then submit the barrier job in the background and return.
+        """Pre-flight, then submit the barrier job in the background and return (at once: a run
+        whose slots are not free yet, held by other jobs or applications or executors still to
+        come, waits for them in the background, see ``reservation_timeout``).
 
         Args:
             data: a DataFrame or RDD to feed the nodes *in-stage* (``input_mode="spark"``): the
@@ -222,7 +228,6 @@ class Run(SparkFeeding):
         if self.instage is not None:
             self.events.publish(FeedPlanned(self.run_id, path="in-stage", detail=self.instage.describe()))
         try:
-            preflight.wait_for_executors(self.backend, len(self.roles), self.preflight_wait)
             findings = self.diagnosis.preflight()
             self.diagnosis.publish(findings)
             if blockers(findings):

@@ -47,12 +47,12 @@ def snapshot(backend: SparkBackend | Any, requested_tasks: int, roles: tuple[str
 
 def wait_for_executors(backend: SparkBackend | Any, requested_tasks: int, timeout: float) -> None:
     """Give executors that are still starting up to ``timeout`` seconds to register: until as many
-    as the application asked for are there, or enough slots for ``requested_tasks``."""
+    as the application asked for are there (at least one on a cluster manager when it asked for
+    no number), or enough slots for ``requested_tasks``."""
     backend = backend_for(backend)
 
     def ready() -> bool:
-        view = backend.cluster()
-        return (view.expected_executors is None or len(view.executors) >= view.expected_executors
-                or view.total_slots >= requested_tasks)
+        now = snapshot(backend, requested_tasks)
+        return now.total_slots >= requested_tasks or not now.awaiting_executors
 
     Deadline(timeout).wait_until(ready, interval=EXECUTOR_POLL_SECS)

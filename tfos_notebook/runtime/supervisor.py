@@ -20,7 +20,15 @@ from . import messages as m
 from .child import WATCHDOG_SECS as CHILD_WATCHDOG_SECS
 from .coordinator import BACKGROUND_ROLES, Coordinator, NodeRecord
 from .diagnose import Finding, blockers
-from .errors import ChannelError, NodeError, ReservationTimeout, RunStopped, SparkJobError
+from .errors import (
+    ChannelError,
+    LaunchError,
+    NodeError,
+    PreflightError,
+    ReservationTimeout,
+    RunStopped,
+    SparkJobError,
+)
 from .events import LaunchSubmitted, ModelDirUnshared
 from .filetail import Chunk
 from .lifecycle import NodeState, RunState
@@ -76,13 +84,17 @@ class Supervisor:
         run, n = self.run, len(self.run.roles)
         while True:
             coord, tag = self.coord, run.job_group
+            deadline = Deadline(run.reservation_timeout)  # free slots, then every node registered
+            if not self._wait_for_slots(deadline):
+                self._settle(None, coord)
+                return
             run.events.publish(LaunchSubmitted(run.run_id, num_tasks=n, roles=tuple(nd.name for nd in coord.nodes),
                                                attempt=coord.attempt))
             plan = run.plan(coord.attempt)
             body = (partial(run.instage.run_stage, run.backend, plan) if run.instage is not None
                     else partial(run.backend.barrier, n, plan))
             job = run.backend.submit(tag, f"tfos_notebook run {run.name} attempt {coord.attempt}", body)
-            self._watch(job, coord)
+            self._watch(job, coord, deadline)
             # The nodes' connections close after their last message (the result): once they are all
             # gone, every result has been handled and the attempt's outcome is known.
             if job.error is not None:
@@ -104,11 +116,41 @@ class Supervisor:
             self._settle(job.error, coord)
             return
 
-    def _watch(self, job: SparkJob, coord: Coordinator) -> None:
-        """Until the attempt's job ends: diagnose a stalled reservation, fail it at the timeout,
+    def _wait_for_slots(self, deadline: Deadline) -> bool:
+        """Hold the attempt back until the cluster has a free task slot for each node: a barrier
+        job that cannot be scheduled is never handed to Spark (it would retry it for about 10
+        minutes, the run stuck in ``reserving``). Meanwhile a ``waiting_for_slots`` finding says
+        what holds them; a blocker (executors came, and too few) or ``deadline`` fails the run.
+        Where the backend only estimates its view (Spark Connect) the gang is submitted at once and
+        ``gang_not_started`` speaks for it. A cluster that cannot be read (the SparkContext stopped
+        under the run) fails it. Whether to submit (False: stopped or failed)."""
+        run, n = self.run, len(self.run.roles)
+        last_diagnosis = -1.0
+        while self.state is RunState.RESERVING:
+            try:
+                view = run.backend.cluster(run.job_group)
+            except Exception as e:  # the SparkContext was stopped under the run, or its JVM is gone
+                self.abort(SparkJobError(f"run {run.name} cannot read the cluster's free slots: {error_summary(e)}"))
+                break
+            if not view.exact or view.free_slots >= n:
+                return True
+            if deadline.expired or time.monotonic() - last_diagnosis >= 1.0:
+                last_diagnosis = time.monotonic()
+                findings = run.diagnosis.waiting_for_slots(run.job_group, run.reservation_timeout)
+                run.diagnosis.publish(findings)
+                if blockers(findings):
+                    self.abort(PreflightError(f"cannot launch {n} nodes:", blockers(findings)))
+                elif deadline.expired:
+                    self.abort(ReservationTimeout(
+                        f"run {run.name}: waited {run.reservation_timeout:.0f}s for {n} free task slots, "
+                        f"{view.free_slots} free", findings))
+            deadline.sleep(WATCH_INTERVAL)
+        return False
+
+    def _watch(self, job: SparkJob, coord: Coordinator, deadline: Deadline) -> None:
+        """Until the attempt's job ends: diagnose a stalled reservation, fail it at ``deadline``,
         stop background nodes after the training nodes, cancel a job that outlives its end."""
         run = self.run
-        deadline = Deadline(run.reservation_timeout)
         count, last_change, last_diagnosis = 0, time.monotonic(), 0.0
         cancelled = background_stopped = False
         while not job.join(min(WATCH_INTERVAL, deadline.remaining()) if self.state is RunState.RESERVING
@@ -219,7 +261,7 @@ class Supervisor:
                 run.lifecycle.transition(RunState.FINISHED)
 
     # -- ending an attempt ---------------------------------------------------------------------
-    def abort(self, error: NodeError | ReservationTimeout, retryable: bool = False) -> None:
+    def abort(self, error: NodeError | LaunchError, retryable: bool = False) -> None:
         """End this attempt: tell every node to stop; the job is cancelled if it lingers. A lost
         node (``retryable``) with retries left relaunches; anything else fails the run."""
         run = self.run

@@ -6,10 +6,11 @@ from __future__ import annotations
 import logging
 import platform
 import time
+from dataclasses import replace
 
 from . import preflight
 from .ctx import installed_versions
-from .diagnose import Finding, Snapshot, diagnose, leftover_findings
+from .diagnose import Finding, Snapshot, blockers, diagnose, leftover_findings, slot_wait_finding
 from .events import EventStream, FindingRaised
 from .orphans import Leftover
 
@@ -75,3 +76,14 @@ class LiveDiagnosis:
         except Exception:  # the JVM may be busy or gone; diagnosis is best effort
             log.warning("run %s: live diagnosis failed", self.run_id, exc_info=True)
             return []
+
+    def waiting_for_slots(self, tag: str, timeout: float) -> list[Finding]:
+        """While the run holds its job back for want of free slots: the blockers of a fresh
+        diagnosis (the cluster turned out too small), else why it waits and for what (best effort:
+        an empty list when Spark cannot be asked now)."""
+        try:
+            snap = replace(self.snapshot(tag, [], 0.0), holders=self.backend.slot_holders())
+        except Exception:  # the JVM may be busy or gone; diagnosis is best effort
+            log.warning("run %s: diagnosis while waiting for slots failed", self.run_id, exc_info=True)
+            return []
+        return blockers(diagnose(snap)) or [slot_wait_finding(snap, timeout)]

@@ -56,6 +56,11 @@ class ClusterView:
     expected_executors: int | None = None
     exact: bool = True
 
+    @property
+    def free_slots(self) -> int:
+        """Slots no other job of this application holds now (a barrier gang needs all its own at once)."""
+        return max(0, self.total_slots - self.busy_slots)
+
 
 class HadoopFileSystem(ABC):
     """A directory tree on a Hadoop filesystem (``hdfs://``, ``dbfs:/``, ``s3a://``...) read with the
@@ -147,6 +152,16 @@ class SparkBackend(ABC):
     @abstractmethod
     def cluster(self, own_tag: str | None = None) -> ClusterView:
         """Executors, slots and other jobs now; tasks of ``own_tag``'s jobs are not "other jobs"."""
+
+    def slot_holders(self) -> tuple[str, ...]:
+        """What holds the cluster's cores outside this application, one line each, as the cluster
+        manager tells: a standalone master's JSON (at ``spark.master.ui.port``) lists the other
+        applications and their cores. Empty where it cannot tell (other cluster managers, the UI
+        off or unreachable). Best effort, and up to a second: call it only while a launch waits."""
+        from .standalone import DEFAULT_UI_PORT, master_state, other_applications
+
+        state = master_state(self.master, int(self.conf("spark.master.ui.port") or DEFAULT_UI_PORT))
+        return () if state is None else other_applications(state, self.conf("spark.app.id") or "")
 
     def check_reachable(self) -> None:
         """Raise a ``TFOSError`` saying what to do when the executors cannot open connections to

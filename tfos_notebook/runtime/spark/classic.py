@@ -130,8 +130,17 @@ class ClassicBackend(SparkBackend):
             stages = [tracker.getStageInfo(s) for s in job.stageIds]
             running = sum(stage.numActiveTasks for stage in stages if stage is not None)
             busy += running
-            jobs.append(f"job {job_id} ({running} running task(s), stages {list(job.stageIds)})")
+            described = f" '{description}'" if (description := self._job_description(job_id)) else ""
+            jobs.append(f"job {job_id}{described} ({running} running task(s), stages {list(job.stageIds)})")
         return busy, tuple(jobs)
+
+    def _job_description(self, job_id: int) -> str:
+        """The job's description (a run's job says which run and attempt it carries), or ""."""
+        try:
+            description = self.sc._jsc.sc().statusStore().job(job_id).description()
+        except Exception:  # not in the status store (yet, or any more)
+            return ""
+        return str(description.get()) if description.isDefined() else ""
 
     def task_errors(self, tag: str) -> tuple[str, ...]:
         tracker, store = self.sc.statusTracker(), self.sc._jsc.sc().statusStore()
