@@ -305,10 +305,14 @@ def _report_leftovers(run_id: str, conn: channel.Connection, address: str, start
     started.wait(stall_secs)
     try:
         found = tuple(asdict(x) for x in scan_host(exclude_runs={run_id}, address=address))
-        if found:
-            conn.send(m.encode(m.Leftovers(found)))
     except Exception:  # diagnostics must never break the node
         log.warning("the scan for leftover processes failed", exc_info=True)
+        return
+    if found and not conn.closed:
+        try:
+            conn.send(m.encode(m.Leftovers(found)))
+        except OSError as e:  # the node ended (and closed its connection) while the scan ran
+            log.debug("leftovers not reported: %s", e)
 
 
 def _read_result(path: str):
