@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import socket
 import statistics
 import time
 
@@ -78,7 +79,7 @@ def test_a_node_exception_is_reported_at_the_cell_line(ip, local_spark, capsys):
     error = result.error_in_exec
     assert isinstance(error, NodeError) and (error.role, error.index) == ("worker", 0)
     lines = str(error).splitlines()
-    assert lines[0] == "the function failed on worker:0 on 127.0.0.1:"
+    assert lines[0] == f"the function failed on worker:0 on {socket.gethostname()} (127.0.0.1):"
     assert lines[1:] == ["Traceback (most recent call last):",
                          f'  File "<tfos_train In[{count}]>", line 4, in tfos_train_cell',
                          "    raise ValueError(f'bad digits {x}')",

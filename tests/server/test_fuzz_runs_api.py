@@ -54,7 +54,11 @@ async def test_random_requests_never_fail_inside_and_only_the_token_opens_the_re
         try:
             conn.request(method, prefix + path, body=body, headers=headers)
             response = conn.getresponse()
-            status, text = response.status, response.read()
+            status = response.status
+            try:
+                text = response.read()
+            except ConnectionResetError:  # it answered before reading the body it refuses, then closed
+                text = b""
         finally:
             conn.close()
         statuses.add(status)
