@@ -8,7 +8,7 @@ import os
 import threading
 from typing import Any
 
-from ..runtime.ctx import is_shared_logdir, local_path
+from ..runtime.ctx import is_shared_logdir
 from ..runtime.events import RunFinished
 from ..runtime.spark import SparkBackend, backend_for
 from . import process
@@ -168,7 +168,7 @@ def serve_logdir(logdir: str, sc: Any = None, *, mirror_root: str | None = None,
     ``stop()`` or this process exits. Arguments as for ``attach_tensorboard``.
     """
     spark = None if sc is None else backend_for(sc)
-    if local_path(logdir) == logdir and backend in ("auto", "local"):  # a plain path
+    if not is_shared_logdir(logdir) and not logdir.startswith("file:") and backend in ("auto", "local"):
         return _start(Mirror(logdir), [], spark, port, interval, start_timeout, with_tensorflow)
     key = hashlib.sha256(logdir.encode()).hexdigest()[:16]
     mirror = Mirror(mirror_root or os.path.join(process.state_dir(), "mirrors", f"logdir-{key}"))
