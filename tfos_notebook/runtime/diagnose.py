@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .ctx import SHARED_STORAGE
 from .orphans import Leftover
 from .spark.backend import ExecutorInfo
 
@@ -344,3 +345,16 @@ def leftover_findings(leftovers: tuple[Leftover, ...], gpus_per_node: int = 0) -
 
 def blockers(findings: list[Finding]) -> list[Finding]:
     return [f for f in findings if f.severity == BLOCKER]
+
+
+def unshared_finding(model_dir: str, unseen: list[str]) -> Finding:
+    """The warning for a model dir that ``unseen`` nodes (``worker:1 on host (address)``) do not share."""
+    return Finding(
+        "model_dir_not_shared",
+        f"the model dir {model_dir} is not shared: {len(unseen)} node(s) do not see the driver's files there",
+        (f"a probe file the driver wrote into {model_dir} is missing on: {', '.join(unseen)}",),
+        "checkpoints stay on the chief's host: evaluation on the driver (%%tfos_evaluate) cannot read them, and a "
+        "run relaunched after a lost node restarts training from scratch (ctx.restore() and ctx.callbacks() do not "
+        f"resume). Use storage that every host and the driver share: {SHARED_STORAGE}",
+        WARNING,
+    )

@@ -13,8 +13,7 @@ from __future__ import annotations
 import logging
 import os
 
-from .ctx import SHARED_STORAGE, local_path
-from .diagnose import WARNING, Finding
+from .ctx import local_path
 
 log = logging.getLogger(__name__)
 
@@ -47,16 +46,3 @@ def remove_probe(probe: str | None) -> None:
         os.remove(probe)
     except OSError as e:  # never written, or already gone
         log.debug("probe file %s: %s", probe, e)
-
-
-def unshared_finding(model_dir: str, unseen: list[str]) -> Finding:
-    """The warning for a model dir that ``unseen`` nodes (``worker:1 on host (address)``) do not share."""
-    return Finding(
-        "model_dir_not_shared",
-        f"the model dir {model_dir} is not shared: {len(unseen)} node(s) do not see the driver's files there",
-        (f"a probe file the driver wrote into {model_dir} is missing on: {', '.join(unseen)}",),
-        "checkpoints stay on the chief's host: evaluation on the driver (%%tfos_evaluate) cannot read them, and a "
-        "run relaunched after a lost node restarts training from scratch (ctx.restore() and ctx.callbacks() do not "
-        f"resume). Use storage that every host and the driver share: {SHARED_STORAGE}",
-        WARNING,
-    )

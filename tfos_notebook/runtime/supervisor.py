@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from . import messages as m
 from .child import WATCHDOG_SECS as CHILD_WATCHDOG_SECS
 from .coordinator import BACKGROUND_ROLES, Coordinator, NodeRecord
-from .diagnose import Finding, blockers
+from .diagnose import Finding, blockers, unshared_finding
 from .errors import (
     ChannelError,
     LaunchError,
@@ -33,7 +33,6 @@ from .events import LaunchSubmitted, ModelDirUnshared
 from .filetail import Chunk
 from .lifecycle import NodeState, RunState
 from .spark import SparkJob, error_summary
-from .storage import unshared_finding
 from .timeouts import Deadline
 
 if TYPE_CHECKING:
