@@ -77,3 +77,50 @@ def test_example_notebooks_01_and_06_run_on_spark_connect(connect_server, tmp_pa
     summary = run_notebook("06_distributor_style.ipynb", tmp_path, connect_server.url, monkeypatch)
     assert summary["accuracy"] >= 0.9 and summary["workers"] == ["worker:0", "worker:1"], summary
     assert os.path.exists(tmp_path / "06_distributor_style.json")
+
+
+CHECKPOINTED_CELL = '''
+import tensorflow as tf
+x, y = load_digits_arrays()
+strategy = tf.distribute.MultiWorkerMirroredStrategy()
+with strategy.scope():
+    model = build_model()
+
+class Report(tf.keras.callbacks.Callback):
+    def on_train_batch_end(self, batch, logs=None):
+        ctx.report(int(self.model.optimizer.iterations.numpy()), loss=float(logs["loss"]))
+
+ds = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(64)
+model.fit(ds, epochs=args.epochs, steps_per_epoch=10, verbose=0,
+          callbacks=ctx.callbacks(backup=False) + [Report()])
+'''
+
+
+@pytest.mark.slow
+def test_the_runs_registry_and_tfos_evaluate_follow_a_connect_run(ip, connect_spark, tmp_path):
+    """What the sidebar and %%tfos_evaluate read works for a run on a Connect session: its registry
+    record (state, nodes, curve, TensorBoard through the proxy) and an evaluation of its checkpoints
+    in the same TensorBoard, entered in the registry beside it."""
+    from tfos_notebook.state import registry
+
+    ip.run_cell(TRAINING_HELPERS)
+    cell = (f"%%tfos_train --workers 2 --epochs 3 --name connrun --monitor text --model-dir {tmp_path / 'model'}\n"
+            f"{CHECKPOINTED_CELL}")
+    result = ip.run_cell(cell)
+    assert result.success, result.error_in_exec
+    run = ip.user_ns["connrun"]
+    run.wait(300)
+    record = registry.get_run("connrun")
+    assert (record.state, record.num_nodes, record.kind) == ("finished", 2, "training")
+    assert record.curve and record.tensorboard_url and record.eval_dir
+    ip.run_cell("x_eval, y_eval = load_digits_arrays()")
+    evaluation = ip.run_cell("%%tfos_evaluate connrun --every 0.2 --settle 0\n"
+                             "model = checkpoint.restore(build_model())\n"
+                             "loss, accuracy = model.evaluate(x_eval, y_eval, verbose=0)\n"
+                             "return {'loss': loss, 'accuracy': accuracy}")
+    assert evaluation.success, evaluation.error_in_exec
+    points = evaluation.result.wait(120)
+    assert [step for step, _ in points] == [1, 2, 3] and points[-1][1]["accuracy"] > 0.5
+    entry = registry.get_run(f"{record.run_id}-eval")
+    assert (entry.kind, entry.parent, entry.state, entry.step) == ("evaluation", record.run_id, "finished", 3)
+    assert list(Path(record.eval_dir).glob("events.out.tfevents.*"))  # the run's TensorBoard shows it as run eval
