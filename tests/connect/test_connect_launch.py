@@ -156,3 +156,36 @@ def test_tfcluster_run_takes_a_connect_session(connect_spark):
 
     cluster = TFCluster.run(connect_spark, node_value, None, 2)
     assert cluster.shutdown() == {"who": "chief:0", "n": 2}
+
+
+def test_a_killed_node_is_relaunched_under_a_new_tag_and_resumes_from_the_checkpoint(connect_spark, tmp_path):
+    """Retry on Connect: the lost attempt's gang is cancelled by its tag and a new one resumes."""
+    import os
+    import signal
+    import sys
+
+    import psutil
+    from nbhelpers import wait_until
+    from pyspark import cloudpickle
+
+    from tfos_notebook.runtime.events import FindingRaised, LaunchSubmitted, Step
+
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "runtime"))
+    import test_recovery  # its node function: counts steps, checkpoints every 5, resumes with ctx.restore
+
+    cloudpickle.register_pickle_by_value(test_recovery)
+    run = Run(connect_spark, test_recovery.count_with_checkpoints, test_recovery.PLANNED_STEPS, 2,
+              model_dir=str(tmp_path), retries=2).start()
+    assert wait_until(lambda: max([e.step for e in run.events.events(Step) if e.role == "worker"], default=0) >= 12
+                      and (tmp_path / "checkpoint").exists(), 120)  # mid-run, after the chief wrote a checkpoint
+    victims = [p for p in psutil.process_iter(["cmdline"])
+               if "tfos_notebook.runtime.child" in " ".join(p.info["cmdline"] or [])
+               and run.run_id in " ".join(p.info["cmdline"]) and p.info["cmdline"][-1] == "1"]
+    assert len(victims) == 1
+    os.kill(victims[0].pid, signal.SIGKILL)
+    result = run.wait(240)
+    assert result["final"] == test_recovery.PLANNED_STEPS and result["attempt"] == 1 and result["restored"]
+    assert run.results["worker:0"]["start"] == result["start"] >= 5
+    assert [e.attempt for e in run.events.events(LaunchSubmitted)] == [0, 1]
+    assert "node_lost_retrying" in [e.finding.code for e in run.events.events(FindingRaised)]
+    assert connect_spark.range(10).count() == 10
