@@ -15,11 +15,12 @@ from typing import Any, Protocol
 
 from . import messages as m
 from .ctx import FOREGROUND_ROLES, node_dir_name
-from .diagnose import Finding, diagnose_failure
 from .errors import ChannelError, NodeError, ResultError
 from .events import ClusterReady, EventStream, GpuAssigned, GpuStats, Log, Registered, Step, TaskState
 from .filetail import Chunk
+from .finding import Finding
 from .lifecycle import NodeState, node_transition_allowed
+from .nodefindings import diagnose_failure
 
 log = logging.getLogger(__name__)
 

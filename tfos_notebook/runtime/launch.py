@@ -23,11 +23,11 @@ from . import channel, storage
 from . import messages as m
 from .coordinator import NodeRecord
 from .ctx import resolve_on_driver, run_log_dir
-from .diagnose import Finding, blockers
 from .errors import ConfigError, PreflightError, RunStopped
 from .events import ClusterReady, EventStream, FeedPlanned, RunFinished
 from .feed.api import SparkFeeding
 from .filetail import Chunk
+from .finding import Finding, blockers
 from .lifecycle import Lifecycle, RunState
 from .node import NodePlan
 from .roles import plan_roles

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING
 from . import messages as m
 from .child import WATCHDOG_SECS as CHILD_WATCHDOG_SECS
 from .coordinator import BACKGROUND_ROLES, Coordinator, NodeRecord
-from .diagnose import Finding, blockers, unshared_finding
 from .errors import (
     ChannelError,
     LaunchError,
@@ -31,7 +30,9 @@ from .errors import (
 )
 from .events import LaunchSubmitted, ModelDirUnshared
 from .filetail import Chunk
+from .finding import Finding, blockers
 from .lifecycle import NodeState, RunState
+from .nodefindings import unshared_finding
 from .spark import SparkJob, error_summary
 from .timeouts import Deadline
 
