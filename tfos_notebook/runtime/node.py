@@ -181,7 +181,7 @@ def run_node(plan: NodePlan, task: int, gpus: list[str], local_feed: LocalFeed |
         if conn is not None:
             conn.close()
         if orders is not None:
-            orders.join()  # its reader ends with the connection
+            orders.join()  # its threads end with the connection
 
 
 def _supervise(plan: NodePlan, task: int, proc: subprocess.Popen, status_r: int, result_path: str,
@@ -201,19 +201,16 @@ def _supervise(plan: NodePlan, task: int, proc: subprocess.Popen, status_r: int,
     ended = threading.Event()  # the child's process ended
 
     def listen() -> None:  # the driver may tell this node to stop at any time
-        while True:
-            msg = orders.next()
-            if msg is None:  # lost the driver: do not train on alone
-                if proc.poll() is None:
-                    stopped.set()
-                    kill_process_group(proc, plan.stop_grace_secs)
-                return
+        for msg in iter(orders.next, None):  # None: the connection is gone
             if isinstance(msg, m.Stop):
                 stopped.set()
                 kill_process_group(proc, plan.stop_grace_secs)
                 return
             if isinstance(msg, (m.FilesResend, m.FilesRewind)) and shipper is not None:
                 shipper.on_message(msg)
+        if proc.poll() is None:  # lost the driver: do not train on alone
+            stopped.set()
+            kill_process_group(proc, plan.stop_grace_secs)
 
     def watch_driver() -> None:  # no word for DRIVER_SILENT_SECS: the driver (or our network) is gone
         while not ended.wait(1.0):
@@ -222,9 +219,8 @@ def _supervise(plan: NodePlan, task: int, proc: subprocess.Popen, status_r: int,
                 conn.close()  # ends the reading thread, and so listen(), which kills the process group
                 return
 
-    listener = threading.Thread(target=listen, daemon=True, name="tfos-listen")
+    orders.follow(listen, "tfos-listen")  # ends with the connection (joined by run_node) or on Stop
     watcher = threading.Thread(target=watch_driver, daemon=True, name="tfos-watch-driver")
-    listener.start()
     watcher.start()
     exit_code = proc.wait()
     ended.set()
@@ -240,6 +236,4 @@ def _supervise(plan: NodePlan, task: int, proc: subprocess.Popen, status_r: int,
         conn.send(m.encode(msg))
     except OSError as e:
         log.warning("could not report the result to the driver: %s", e)
-    conn.close()  # the result is the node's last word; the closed connection ends listen()
-    listener.join(5)
     return {"task": task, "outcome": "ok" if msg.ok else "error"}

@@ -10,6 +10,7 @@ import queue
 import signal
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 
 from . import channel
@@ -47,15 +48,24 @@ class Orders:
         self.conn = conn
         self.heard = time.monotonic()
         self._queue: queue.SimpleQueue[m.Message | None] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._read, daemon=True, name="tfos-orders")
-        self._thread.start()
+        self._threads = [threading.Thread(target=self._read, daemon=True, name="tfos-orders")]
+        self._threads[0].start()
 
     def next(self) -> m.Message | None:
         return self._queue.get()
 
+    def follow(self, target: Callable[[], None], name: str) -> None:
+        """Run ``target`` (which takes orders with ``next()`` until it returns or gets None) on a
+        thread of its own, joined by :meth:`join`."""
+        thread = threading.Thread(target=target, daemon=True, name=name)
+        self._threads.append(thread)
+        thread.start()
+
     def join(self, timeout: float = 5.0) -> None:
-        """Wait for the reading thread, which ends once the connection is closed."""
-        self._thread.join(timeout)
+        """Wait for the reading thread and those following the orders: they end once the
+        connection is closed."""
+        for thread in self._threads:
+            thread.join(timeout)
 
     def _read(self) -> None:
         try:
