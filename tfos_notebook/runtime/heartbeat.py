@@ -16,9 +16,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from . import messages as m
-from .coordinator import Coordinator, NodeRecord
+from .coordinator import Coordinator
 from .errors import NodeError
 from .finding import Finding
+from .noderecord import NodeRecord
 
 if TYPE_CHECKING:
     from .watch import LiveDiagnosis

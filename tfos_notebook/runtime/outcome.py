@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .coordinator import NodeRecord
 from .errors import ConfigError
 from .events import ClusterReady, RunFinished
 from .finding import Finding
 from .lifecycle import RunState
+from .noderecord import NodeRecord
 
 
 class RunOutcome:

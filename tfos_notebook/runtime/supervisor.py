@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from . import messages as m
 from .child import WATCHDOG_SECS as CHILD_WATCHDOG_SECS
-from .coordinator import BACKGROUND_ROLES, Coordinator, NodeRecord
+from .coordinator import BACKGROUND_ROLES, Coordinator
 from .errors import (
     ChannelError,
     LaunchError,
@@ -34,6 +34,7 @@ from .finding import Finding, blockers
 from .heartbeat import Heartbeat
 from .lifecycle import NodeState, RunState
 from .nodefindings import unshared_finding
+from .noderecord import NodeRecord
 from .spark import SparkJob, error_summary
 from .timeouts import Deadline
 
