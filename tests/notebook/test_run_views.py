@@ -14,7 +14,6 @@ from tfos_notebook.notebook.monitor import Monitor
 from tfos_notebook.notebook.pump import EventPump
 from tfos_notebook.notebook.text import TextMonitor
 from tfos_notebook.notebook.view import RunView, format_duration
-from tfos_notebook.runtime.diagnose import Finding
 from tfos_notebook.runtime.events import (
     EventStream,
     FindingRaised,
@@ -24,6 +23,7 @@ from tfos_notebook.runtime.events import (
     RunStateChanged,
     Step,
 )
+from tfos_notebook.runtime.finding import Finding
 
 
 def test_view_folds_a_run_into_rows_reservations_and_state():

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tfos_notebook.runtime.diagnose import Snapshot, blockers, diagnose
+from tfos_notebook.runtime.diagnose import Snapshot, diagnose
+from tfos_notebook.runtime.finding import blockers
 from tfos_notebook.runtime.spark import ExecutorInfo
 from tfos_notebook.runtime.spark.connect import ConnectBackend, Probe
 from tfos_notebook.tensorboard.sources import fuse_path

@@ -15,7 +15,8 @@ import time
 import psutil
 import pytest
 
-from tfos_notebook.runtime.diagnose import BLOCKER, WARNING, ExecutorInfo, Snapshot, diagnose
+from tfos_notebook.runtime.diagnose import ExecutorInfo, Snapshot, diagnose
+from tfos_notebook.runtime.finding import BLOCKER, WARNING
 from tfos_notebook.runtime.gpus import GpuProcess, parse_compute_apps, parse_gpu_index
 from tfos_notebook.runtime.orphans import Leftover, kill_attempts_before, scan_host
 

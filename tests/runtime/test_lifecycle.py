@@ -271,11 +271,11 @@ def test_a_lost_node_relaunches_the_run_which_then_finishes():
 @pytest.fixture
 def fast_heartbeats(monkeypatch):
     """Heartbeats scaled down (every 0.2 s; silent for 3 s: lost) so these tests take seconds."""
-    from tfos_notebook.runtime import supervisor
+    from tfos_notebook.runtime import heartbeat
 
     monkeypatch.setattr(m, "HEARTBEAT_SECS", 0.2)
     monkeypatch.setattr(m, "NODE_SILENT_SECS", 3.0)
-    monkeypatch.setattr(supervisor, "SUSPECT_SECS", 0.6)
+    monkeypatch.setattr(heartbeat, "SUSPECT_SECS", 0.6)
 
 
 def test_a_node_that_stops_answering_is_lost_with_its_host_named_and_the_run_relaunched(fast_heartbeats):

@@ -8,7 +8,8 @@ import pytest
 
 from tfos_notebook.runtime import ConfigError, plan_roles
 from tfos_notebook.runtime.ctx import NodeContext, absolute_path, tf_config
-from tfos_notebook.runtime.diagnose import ExecutorInfo, Snapshot, blockers, diagnose, slot_wait_finding
+from tfos_notebook.runtime.diagnose import ExecutorInfo, Snapshot, diagnose, slot_wait_finding
+from tfos_notebook.runtime.finding import blockers
 
 
 def test_roles_are_assigned_ps_then_chief_then_evaluator_then_workers():

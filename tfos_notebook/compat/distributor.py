@@ -17,8 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..runtime.diagnose import Finding
 from ..runtime.errors import PreflightError
+from ..runtime.finding import Finding
 from ..runtime.launch import ConfigError, Run
 from ..runtime.spark import active_session, backend_for
 

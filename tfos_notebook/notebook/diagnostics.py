@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from ..runtime.diagnose import Finding
+from ..runtime.finding import Finding
 from ..runtime.orphans import Leftover, scan_cluster
 
 if TYPE_CHECKING:

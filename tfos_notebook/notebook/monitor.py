@@ -10,6 +10,7 @@ widget's changes in one message (``hold_sync``). The Stop button calls back whoe
 from __future__ import annotations
 
 import html
+import logging
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -18,6 +19,8 @@ from ..runtime.events import Event
 from .curves import curves_html
 from .panel import DEFAULT_HEIGHT, TensorBoardPanel
 from .view import RunView, TaskRow, format_duration, format_gpus
+
+log = logging.getLogger(__name__)
 
 STATE_COLOURS = {
     "starting": "#6b7280", "reserving": "#b45309", "scheduled": "#6b7280", "registered": "#2563eb",
@@ -195,7 +198,8 @@ class Monitor:
     def _stop(self) -> None:
         try:
             self._on_stop()
-        except Exception as e:
+        except Exception as e:  # shown in the monitor; the button's thread must end either way
+            log.warning("stopping the run from the monitor failed", exc_info=True)
             with self._lock:
                 self.view.logs.append(f"[tfos] stop failed: {e}")
                 self._sync(None)
@@ -208,7 +212,8 @@ class Monitor:
     def _cleanup(self) -> None:
         try:
             text = self._on_cleanup()
-        except Exception as e:
+        except Exception as e:  # shown in the monitor; the button's thread must end either way
+            log.warning("the monitor's cleanup failed", exc_info=True)
             text = f"cleanup failed: {e}"
         self.cleanup_result.value = f"<pre style='margin:0;font-size:0.85em'>{html.escape(text)}</pre>"
         self.cleanup_button.disabled = False

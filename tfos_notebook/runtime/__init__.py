@@ -11,7 +11,8 @@ from ..lazy import lazy_exports
 
 _EXPORTS = {
     **{name: (".ctx", name) for name in ("NodeContext",)},
-    **{name: (".diagnose", name) for name in ("Finding", "Snapshot", "diagnose")},
+    "Finding": (".finding", "Finding"),
+    **{name: (".diagnose", name) for name in ("Snapshot", "diagnose")},
     **{name: (".launch", name) for name in ("Run",)},
     **{name: (".roles", name) for name in ("plan_roles",)},
     **{name: (".lifecycle", name) for name in ("NodeState", "RunState")},

@@ -29,10 +29,9 @@ WATCHDOG_SECS = 0.5  # how often the child checks that its node is alive
 def watch_parent(parent: int, interval: float = WATCHDOG_SECS) -> None:
     """Kill this process and its whole process group as soon as ``parent`` is no longer its parent
     (it died). Run it on a daemon thread of a process started with ``start_new_session=True``."""
-    while True:
-        time.sleep(interval)
-        if os.getppid() != parent:
-            os.killpg(0, signal.SIGKILL)
+    while os.getppid() == parent:
+        time.sleep(interval)  # polling: nothing tells a process that its parent died
+    os.killpg(0, signal.SIGKILL)
 
 
 def _write_result(path: str, outcome: tuple) -> None:

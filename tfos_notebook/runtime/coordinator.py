@@ -2,7 +2,7 @@
 
 A :class:`Coordinator` knows nothing of Spark: it is fed decoded control messages and connection
 closes, keeps each node's record and state, publishes what it learns on the event stream, and
-tells its run (through :class:`Hooks`) when the cluster is complete, when a node failed or was
+tells its run (through ``noderecord.Hooks``) when the cluster is complete, when a node failed or was
 lost, and when the training nodes are done. Tests drive it with fake connections.
 """
 
@@ -11,83 +11,19 @@ from __future__ import annotations
 import logging
 import pickle
 import time
-from typing import Any, Protocol
 
 from . import messages as m
 from .ctx import FOREGROUND_ROLES, node_dir_name
-from .diagnose import Finding, diagnose_failure
 from .errors import ChannelError, NodeError, ResultError
 from .events import ClusterReady, EventStream, GpuAssigned, GpuStats, Log, Registered, Step, TaskState
 from .filetail import Chunk
 from .lifecycle import NodeState, node_transition_allowed
+from .nodefindings import diagnose_failure
+from .noderecord import Conn, Hooks, NodeRecord
 
 log = logging.getLogger(__name__)
 
 BACKGROUND_ROLES = ("ps", "evaluator")
-
-
-class Conn(Protocol):
-    """What the coordinator needs of a connection (``channel.Connection`` or a test's fake)."""
-
-    attrs: dict[str, Any]
-
-    def send(self, msg: dict) -> None: ...
-
-    def close(self) -> None: ...
-
-
-class Hooks(Protocol):
-    """The run's side of the coordinator; called with the run's lock held."""
-
-    def cluster_ready(self, spec: dict[str, list[str]]) -> bool:
-        """Every node registered: whether the run goes on to running (False: it is ending)."""
-
-    def node_failed(self, error: NodeError, retryable: bool) -> None:
-        """A node failed (``retryable``: it was lost or killed, not an exception of the function)."""
-
-    def ending(self) -> bool:
-        """Whether the attempt is winding down (a lost connection is then expected)."""
-
-    def foreground_done(self) -> None:
-        """Every chief and worker finished."""
-
-    def findings(self, findings: list[Finding]) -> None: ...
-
-    def leftovers(self, items: tuple[dict, ...]) -> None: ...
-
-    def versions(self, node: str, python: str, tensorflow: str) -> None: ...
-
-    def files(self, node_dir: str, chunks: list[Chunk]) -> dict[str, int] | None:
-        """Shipped event-file bytes; returns ``{relpath: offset}`` of bytes to send again."""
-
-    def feed(self, node: NodeRecord, msg: m.Message) -> None: ...
-
-    def model_dir_unseen(self, nodes: list[str]) -> None:
-        """These nodes (``worker:1 on host (address)``) do not see the run's local model dir."""
-
-
-class NodeRecord:
-    """The driver's record of one task of one attempt."""
-
-    def __init__(self, task: int, role: str, index: int) -> None:
-        self.task, self.role, self.index = task, role, index
-        self.conn: Conn | None = None
-        self.host, self.port, self.executor_id, self.hostname = "", 0, "", ""
-        self.state = NodeState.SCHEDULED
-        self.returned = False
-        self.value: Any = None
-        self.sees_model_dir = True
-        self.heard = 0.0  # time.monotonic() of its last message
-        self.failure = ""  # why it failed, in a line or a few (for the tasks that feed it)
-
-    @property
-    def name(self) -> str:
-        return f"{self.role}:{self.index}"
-
-    @property
-    def where(self) -> str:
-        """Its host by name and address (hosts may share a name): ``worker-3 (10.0.0.7)``."""
-        return f"{self.hostname} ({self.host})" if self.hostname and self.hostname != self.host else self.host
 
 
 def send_quietly(conn: Conn, msg: m.Message) -> None:

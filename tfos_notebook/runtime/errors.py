@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from ..errors import ConfigError, TFOSError
 
 if TYPE_CHECKING:
-    from .diagnose import Finding
+    from .finding import Finding
 
 __all__ = ["ChannelError", "ConfigError", "FeedError", "FeedTimeout", "LaunchError", "NodeError", "PreflightError",
            "ReservationTimeout", "RunStopped", "SparkJobError", "TFOSError"]

@@ -125,7 +125,7 @@ class Step(Event):
 class FindingRaised(Event):
     """A diagnosis of why a launch cannot proceed, or of something that needs attention."""
 
-    finding: Any  # runtime.diagnose.Finding
+    finding: Any  # runtime.finding.Finding
 
 
 @dataclass(frozen=True)

@@ -160,7 +160,8 @@ class DirTail:
                             st = entry.stat(follow_symlinks=False)
                             self._files[rel] = _File(entry.path, self.start_offset(rel), st.st_size, st.st_mtime)
                             self._note_growth(reldir, rel)
-        except OSError:
+        except OSError as e:  # the directory went away (or is unreadable): its files are followed no more
+            log.debug("cannot scan %s: %s", self._abs(reldir), e)
             return
         for rel in self._entries.get(reldir, set()) - seen:
             self._forget(rel)
@@ -214,7 +215,8 @@ class DirTail:
     def _read_new(self, rel: str, f: _File, budget: int) -> Chunk | None:
         try:
             size = os.stat(f.path).st_size
-        except OSError:
+        except OSError as e:  # removed meanwhile: _scan forgets it
+            log.debug("cannot stat %s: %s", f.path, e)
             return None
         if size > f.size:
             f.changed = time.monotonic()
@@ -230,7 +232,8 @@ class DirTail:
             with open(f.path, "rb") as fh:
                 fh.seek(f.offset)
                 data = fh.read(min(size - f.offset, budget))
-        except OSError:
+        except OSError as e:  # removed meanwhile: _scan forgets it
+            log.debug("cannot read %s: %s", f.path, e)
             return None
         if not data:
             return None

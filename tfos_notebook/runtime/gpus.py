@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import csv
 import io
+import logging
 import shutil
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -108,7 +111,8 @@ def nvml_stats(addresses: list[str]) -> list[GpuStat] | None:
                 found.append(GpuStat(address, int(rates.gpu), int(memory.used // (1 << 20)),
                                      int(memory.total // (1 << 20))))
             return found
-        except (pynvml.NVMLError, ValueError):
+        except (pynvml.NVMLError, ValueError) as e:  # a GPU NVML cannot read: no figures this time
+            log.debug("NVML cannot read GPUs %s: %s", addresses, e)
             return None
 
 
@@ -126,6 +130,7 @@ def gpu_processes(timeout: float = 10.0) -> list[GpuProcess] | None:
         apps = subprocess.run([smi, "--query-compute-apps=gpu_uuid,pid,used_memory",
                                "--format=csv,noheader,nounits"], capture_output=True, text=True,
                               timeout=timeout, check=True).stdout
-    except (OSError, subprocess.SubprocessError):
+    except (OSError, subprocess.SubprocessError) as e:  # nvidia-smi failed: GPU holders unknown here
+        log.warning("nvidia-smi could not list GPU processes: %s", e)
         return None
     return parse_compute_apps(apps, parse_gpu_index(index))

@@ -7,7 +7,7 @@ stream, or stops it. The run's state changes only through its :class:`~.lifecycl
 the nodes' messages are handled by a :class:`~.coordinator.Coordinator` per attempt; Spark is
 reached only through the run's :class:`~.spark.backend.SparkBackend`. Nothing here calls
 ``sc.stop()`` or ``sys.exit()``: every failure ends this run only, and the Spark session stays
-usable.
+usable. The run's state, results and waits are in ``outcome.py``, its feeding in ``feed/api.py``.
 """
 
 from __future__ import annotations
@@ -21,15 +21,15 @@ from typing import Any
 
 from . import channel, storage
 from . import messages as m
-from .coordinator import NodeRecord
 from .ctx import resolve_on_driver, run_log_dir
-from .diagnose import Finding, blockers
 from .errors import ConfigError, PreflightError, RunStopped
-from .events import ClusterReady, EventStream, FeedPlanned, RunFinished
+from .events import EventStream, FeedPlanned
 from .feed.api import SparkFeeding
 from .filetail import Chunk
+from .finding import blockers
 from .lifecycle import Lifecycle, RunState
 from .node import NodePlan
+from .outcome import RunOutcome
 from .roles import plan_roles
 from .spark import backend_for
 from .supervisor import Supervisor
@@ -40,7 +40,7 @@ FileSink = Callable[[str, list[Chunk]], dict[str, int]]
 QUERY_GRACE_SECS = 300.0  # a failed run's control server answers its inference tasks this long (see release)
 
 
-class Run(SparkFeeding):
+class Run(SparkFeeding, RunOutcome):
     """One launch of ``main_fun`` on a gang of Spark barrier tasks.
 
     Args:
@@ -127,66 +127,6 @@ class Run(SparkFeeding):
             from .feed.feeder import Feeder
 
             self.feeder = Feeder(self)
-
-    # -- views ---------------------------------------------------------------------------------
-    @property
-    def state(self) -> RunState:
-        """See :class:`~.lifecycle.RunState`: ``new``, ``reserving``, ``running``, ``relaunching``,
-        ``stopping``, ``failing``, or a terminal state: ``finished``, ``failed``, ``stopped``."""
-        return self.lifecycle.state
-
-    @property
-    def attempt(self) -> int:
-        return self.lifecycle.attempt
-
-    @property
-    def error(self) -> BaseException | None:
-        """The run's error once it is failing or has failed (None while it goes well)."""
-        return self.lifecycle.error
-
-    @property
-    def done(self) -> bool:
-        return self.lifecycle.done.is_set()
-
-    @property
-    def job_group(self) -> str:
-        """The tag (job group) of the current attempt's Spark job."""
-        return f"tfos-{self.run_id}" + (f"-a{self.attempt}" if self.attempt else "")
-
-    @property
-    def cluster_spec(self) -> dict[str, list[str]]:
-        """The current attempt's cluster spec once every node registered (else empty)."""
-        return self._supervisor.coord.cluster_spec
-
-    @property
-    def nodes(self) -> list[NodeRecord]:
-        """The current attempt's node records, in task order."""
-        return self._supervisor.coord.nodes
-
-    @property
-    def results(self) -> dict[str, Any]:
-        """Return values of the nodes whose function returned, by ``role:index`` (a ps or evaluator
-        stopped after the training nodes finished has none)."""
-        return {n.name: n.value for n in self.nodes if n.returned}
-
-    @property
-    def result(self) -> Any:
-        """The chief's return value (worker 0's when there is no chief)."""
-        for n in self.nodes:
-            if n.role in ("chief", "master"):
-                return n.value
-        return next((n.value for n in self.nodes if n.role == "worker" and n.index == 0), None)
-
-    def node_states(self) -> dict[str, str]:
-        return {nd.name: nd.state.value for nd in self.nodes}
-
-    def diagnose(self) -> list[Finding]:
-        """Findings about this run and the cluster now (for ``%tfos_diagnose``): what was raised so
-        far and a fresh diagnosis."""
-        raised = self.diagnosis.raised()
-        fresh = self.diagnosis.live(self.job_group, self._supervisor.coord.registered()) if self.started_at else []
-        seen = {(f.code, f.cause) for f in raised}
-        return raised + [f for f in fresh if (f.code, f.cause) not in seen]
 
     # -- start ---------------------------------------------------------------------------------
     def start(self, data: Any = None, epochs: int = 1, *, predict: bool = False, keep: list[str] | None = None,
@@ -327,28 +267,3 @@ class Run(SparkFeeding):
         self._file_sink = sink
         if sink is not None:
             self._supervisor.coord.broadcast(m.FilesResend())
-
-    def wait_for_reservations(self, timeout: float | None = None) -> dict[str, list[str]]:
-        """Block until every node registered; returns the cluster spec or raises the run's error."""
-        self._check_started("wait_for_reservations")
-        self.events.wait_for(lambda evs: any(isinstance(e, (ClusterReady, RunFinished)) for e in evs), timeout)
-        if self.error is not None and not self.cluster_spec:
-            raise self.error
-        if not self.cluster_spec:
-            raise TimeoutError(f"run {self.name}: not every node registered within {timeout}s")
-        return self.cluster_spec
-
-    def wait(self, timeout: float | None = None) -> Any:
-        """Block until the run ends; returns the chief's value, or raises the run's error
-        (``NodeError`` with the node's traceback, ``ReservationTimeout``, ``RunStopped``...)."""
-        self._check_started("wait")
-        if not self.lifecycle.done.wait(timeout):
-            raise TimeoutError(f"run {self.name} still {self.state} after {timeout}s")
-        self._supervisor.join()
-        if self.error is not None:
-            raise self.error
-        return self.result
-
-    def _check_started(self, what: str) -> None:
-        if self.state is RunState.NEW:
-            raise ConfigError(f"run {self.name} was never started: call start() before {what}()")

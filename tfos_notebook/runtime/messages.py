@@ -7,19 +7,19 @@ receiver logs and counts a malformed one and goes on (it never costs the sender 
 Nothing here is unpickled: a node's return value travels as opaque bytes in :class:`Result` and
 only the driver's run unpickles it, reporting a value it cannot unpickle as that node's error.
 
-Imports nothing but the standard library and ``errors``: the nodes' child processes use it.
+Field checks are in ``checks.py``. Imports nothing but the standard library, ``checks`` and ``errors``: the
+nodes' child processes use it.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any, ClassVar
 
+from . import checks as c
+from .checks import Check
 from .errors import ChannelError
-
-Check = Callable[[Any], Any]
 
 # Heartbeats: the driver pings every registered node each HEARTBEAT_SECS; a node it has not heard
 # from (any message) for NODE_SILENT_SECS is lost with its host (a cut network, a frozen machine),
@@ -27,90 +27,6 @@ Check = Callable[[Any], Any]
 HEARTBEAT_SECS = 2.0
 NODE_SILENT_SECS = 10.0
 DRIVER_SILENT_SECS = 30.0
-
-
-def _int(v: Any) -> int:
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise TypeError(f"expected an integer, got {type(v).__name__}")
-    return v
-
-
-def _offset(v: Any) -> int:
-    if _int(v) < 0:
-        raise ValueError(f"expected an offset (0 or more), got {v}")
-    return v
-
-
-def _opt_int(v: Any) -> int | None:
-    return None if v is None else _int(v)
-
-
-def _float(v: Any) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise TypeError(f"expected a number, got {type(v).__name__}")
-    return float(v)
-
-
-def _str(v: Any) -> str:
-    if not isinstance(v, str):
-        raise TypeError(f"expected a string, got {type(v).__name__}")
-    return v
-
-
-def _bool(v: Any) -> bool:
-    if not isinstance(v, bool):
-        raise TypeError(f"expected true or false, got {type(v).__name__}")
-    return v
-
-
-def _bytes(v: Any) -> bytes:
-    if not isinstance(v, (bytes, bytearray)):
-        raise TypeError(f"expected bytes, got {type(v).__name__}")
-    return bytes(v)
-
-
-def _opt_bytes(v: Any) -> bytes | None:
-    return None if v is None else _bytes(v)
-
-
-def _seq(item: Check) -> Check:
-    def check(v: Any) -> tuple:
-        if not isinstance(v, (list, tuple)):
-            raise TypeError(f"expected a list, got {type(v).__name__}")
-        return tuple(item(x) for x in v)
-
-    return check
-
-
-def _fixed(*checks: Check) -> Check:
-    """A list of exactly ``len(checks)`` items, each checked by its own check."""
-
-    def check(v: Any) -> tuple:
-        if not isinstance(v, (list, tuple)) or len(v) != len(checks):
-            raise TypeError(f"expected a list of {len(checks)} items")
-        return tuple(c(x) for c, x in zip(checks, v, strict=True))
-
-    return check
-
-
-def _map(key: Check, value: Check) -> Check:
-    def check(v: Any) -> dict:
-        if not isinstance(v, dict):
-            raise TypeError(f"expected a map, got {type(v).__name__}")
-        return {key(k): value(x) for k, x in v.items()}
-
-    return check
-
-
-def _record(spec: dict[str, Check]) -> Check:
-    """A map with exactly the keys of ``spec`` (missing keys are an error, extra keys are dropped)."""
-
-    def check(v: Any) -> dict:
-        if not isinstance(v, dict):
-            raise TypeError(f"expected a map, got {type(v).__name__}")
-        return {k: c(v[k]) for k, c in spec.items()}
-
-    return check
 
 
 class Message:
@@ -148,8 +64,9 @@ class Register(Message):
     tensorflow: str = ""
     hostname: str = ""
     sees_model_dir: bool = True  # the run's model dir is a local path and the driver's probe file is there
-    CHECKS = {"task": _int, "attempt": _int, "host": _str, "port": _int, "pid": _int, "executor_id": _str,
-              "gpus": _seq(_str), "python": _str, "tensorflow": _str, "hostname": _str, "sees_model_dir": _bool}
+    CHECKS = {"task": c.integer, "attempt": c.integer, "host": c.string, "port": c.integer, "pid": c.integer,
+              "executor_id": c.string, "gpus": c.seq(c.string), "python": c.string, "tensorflow": c.string,
+              "hostname": c.string, "sees_model_dir": c.boolean}
 
 
 @_message
@@ -159,7 +76,7 @@ class NodeStateReport(Message):
     TYPE = "state"
     state: str
     child_pid: int = 0
-    CHECKS = {"state": _str, "child_pid": _int}
+    CHECKS = {"state": c.string, "child_pid": c.integer}
 
 
 @_message
@@ -168,7 +85,7 @@ class Logs(Message):
 
     TYPE = "logs"
     lines: tuple[tuple[str, str], ...]
-    CHECKS = {"lines": _seq(_fixed(_str, _str))}
+    CHECKS = {"lines": c.seq(c.fixed(c.string, c.string))}
 
 
 @_message
@@ -178,7 +95,7 @@ class StepReport(Message):
     TYPE = "step"
     step: int
     metrics: dict[str, float] = field(default_factory=dict)
-    CHECKS = {"step": _int, "metrics": _map(_str, _float)}
+    CHECKS = {"step": c.integer, "metrics": c.mapping(c.string, c.number)}
 
 
 @_message
@@ -188,7 +105,7 @@ class FeedServing(Message):
     TYPE = "feed_serving"
     host: str
     port: int
-    CHECKS = {"host": _str, "port": _int}
+    CHECKS = {"host": c.string, "port": c.integer}
 
 
 @_message
@@ -202,7 +119,8 @@ class FeedReport(Message):
     buffered: int
     stalled: float = 0.0
     terminated: bool = False
-    CHECKS = {"received": _int, "consumed": _int, "buffered": _int, "stalled": _float, "terminated": _bool}
+    CHECKS = {"received": c.integer, "consumed": c.integer, "buffered": c.integer, "stalled": c.number,
+              "terminated": c.boolean}
 
 
 @_message
@@ -211,11 +129,12 @@ class Files(Message):
 
     TYPE = "files"
     chunks: tuple[tuple[str, int, bytes], ...]
-    CHECKS = {"chunks": _seq(_fixed(_str, _offset, _bytes))}
+    CHECKS = {"chunks": c.seq(c.fixed(c.string, c.offset, c.blob))}
 
 
-LEFTOVER_FIELDS: dict[str, Check] = {"host": _str, "pid": _int, "run_id": _str, "task": _str, "cmdline": _str,
-                                     "gpus": _seq(_str), "used_mib": _int, "killed": _bool}
+LEFTOVER_FIELDS: dict[str, Check] = {"host": c.string, "pid": c.integer, "run_id": c.string, "task": c.string,
+                                     "cmdline": c.string, "gpus": c.seq(c.string), "used_mib": c.integer,
+                                     "killed": c.boolean}
 
 
 @_message
@@ -225,10 +144,11 @@ class Leftovers(Message):
 
     TYPE = "leftovers"
     items: tuple[dict, ...]
-    CHECKS = {"items": _seq(_record(LEFTOVER_FIELDS))}
+    CHECKS = {"items": c.seq(c.record(LEFTOVER_FIELDS))}
 
 
-GPU_FIELDS: dict[str, Check] = {"address": _str, "utilization": _int, "used_mib": _int, "total_mib": _int}
+GPU_FIELDS: dict[str, Check] = {"address": c.string, "utilization": c.integer, "used_mib": c.integer,
+                                "total_mib": c.integer}
 
 
 @_message
@@ -238,7 +158,7 @@ class GpuReport(Message):
 
     TYPE = "gpu_stats"
     gpus: tuple[dict, ...]
-    CHECKS = {"gpus": _seq(_record(GPU_FIELDS))}
+    CHECKS = {"gpus": c.seq(c.record(GPU_FIELDS))}
 
 
 @_message
@@ -248,7 +168,7 @@ class NodeQuery(Message):
 
     TYPE = "node_query"
     task: int
-    CHECKS = {"task": _int}
+    CHECKS = {"task": c.integer}
 
 
 @_message
@@ -257,7 +177,7 @@ class Pong(Message):
 
     TYPE = "pong"
     seq: int
-    CHECKS = {"seq": _int}
+    CHECKS = {"seq": c.integer}
 
 
 @_message
@@ -272,8 +192,8 @@ class Result(Message):
     value_type: str = ""
     stopped: bool = False
     traceback: str = ""
-    CHECKS = {"ok": _bool, "exit_code": _opt_int, "value": _opt_bytes, "value_type": _str, "stopped": _bool,
-              "traceback": _str}
+    CHECKS = {"ok": c.boolean, "exit_code": c.opt_integer, "value": c.opt_blob, "value_type": c.string,
+              "stopped": c.boolean, "traceback": c.string}
 
 
 # -- driver -> node ----------------------------------------------------------------------------
@@ -285,7 +205,7 @@ class Cluster(Message):
     TYPE = "cluster"
     cluster_spec: dict[str, list[str]]
     model_dir_shared: bool = True  # every node sees the driver's model dir (``ctx.model_dir_shared``)
-    CHECKS = {"cluster_spec": _map(_str, lambda v: list(_seq(_str)(v))), "model_dir_shared": _bool}
+    CHECKS = {"cluster_spec": c.mapping(c.string, lambda v: list(c.seq(c.string)(v))), "model_dir_shared": c.boolean}
 
 
 @_message
@@ -295,7 +215,7 @@ class NodeAnswer(Message):
     TYPE = "node_answer"
     state: str
     failure: str = ""
-    CHECKS = {"state": _str, "failure": _str}
+    CHECKS = {"state": c.string, "failure": c.string}
 
 
 @_message
@@ -305,7 +225,7 @@ class Ping(Message):
 
     TYPE = "ping"
     seq: int
-    CHECKS = {"seq": _int}
+    CHECKS = {"seq": c.integer}
 
 
 @_message
@@ -328,7 +248,7 @@ class FilesRewind(Message):
 
     TYPE = "files_rewind"
     files: dict[str, int]
-    CHECKS = {"files": _map(_str, _offset)}
+    CHECKS = {"files": c.mapping(c.string, c.offset)}
 
 
 # -- encoding ----------------------------------------------------------------------------------
@@ -359,7 +279,6 @@ def decode(raw: Any) -> Message:
         except (TypeError, ValueError, KeyError) as e:
             raise ChannelError(f"malformed {kind!r} message: field {f.name!r}: {e}") from None
     return cls(**values)
-
 
 
 def to_json(msg: Message) -> str:

@@ -12,9 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-import queue
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -36,9 +34,9 @@ from .ctx import (
     node_dir_name,
     tf_config,
 )
-from .errors import ChannelError
 from .gpusampler import GpuSampler
 from .logship import LogShipper
+from .nodelink import Orders, read_result, report_leftovers, result_message
 from .nodeproc import Forwarder, pump_lines, pump_status, spawn_child
 from .orphans import kill_attempts_before, pid_dir
 from .procs import kill_process_group
@@ -48,7 +46,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-MAX_RESULT_BYTES = 32 << 20
 
 
 @dataclass
@@ -123,7 +120,7 @@ def run_node(plan: NodePlan, task: int, gpus: list[str], local_feed: LocalFeed |
     workdir = tempfile.mkdtemp(prefix=f"tfos-{plan.run_id}-{task}-")
     proc, status_r = spawn_child(plan, task, gpus, workdir)  # starts up while the cluster reserves
     pid_file = os.path.join(pid_dir(), f"{plan.run_id}-{task}.json")
-    conn = None
+    conn = orders = None
     try:
         with open(pid_file, "w") as f:
             json.dump({"run_id": plan.run_id, "task": task, "role": f"{role}:{index}", "pid": proc.pid,
@@ -137,9 +134,9 @@ def run_node(plan: NodePlan, task: int, gpus: list[str], local_feed: LocalFeed |
                                       gpus=tuple(gpus), executor_id=spark_executor_id(), hostname=socket.gethostname(),
                                       sees_model_dir=storage.sees(plan.model_dir_probe), **installed_versions())))
         started = threading.Event()
-        reporter = threading.Thread(target=_report_leftovers, args=(plan.run_id, conn, host, started), daemon=True)
+        reporter = threading.Thread(target=report_leftovers, args=(plan.run_id, conn, host, started), daemon=True)
         reporter.start()
-        orders = _Orders(conn)
+        orders = Orders(conn)
         reply = orders.next()
         if reply is None:
             raise ConnectionError("the connection to the driver closed before every node registered")
@@ -183,10 +180,12 @@ def run_node(plan: NodePlan, task: int, gpus: list[str], local_feed: LocalFeed |
         shutil.rmtree(workdir, ignore_errors=True)
         if conn is not None:
             conn.close()
+        if orders is not None:
+            orders.join()  # its threads end with the connection
 
 
 def _supervise(plan: NodePlan, task: int, proc: subprocess.Popen, status_r: int, result_path: str,
-               orders: _Orders, ship_dir: str | None, reporter: threading.Thread,
+               orders: Orders, ship_dir: str | None, reporter: threading.Thread,
                local_feed: LocalFeed | None) -> dict:
     """Forward the child's output, progress and (from ``ship_dir``) event files, obey stop, and
     report its outcome."""
@@ -199,127 +198,42 @@ def _supervise(plan: NodePlan, task: int, proc: subprocess.Popen, status_r: int,
         t.start()
     shipper = LogShipper(conn, ship_dir).start() if ship_dir else None
     stopped = threading.Event()
+    ended = threading.Event()  # the child's process ended
 
     def listen() -> None:  # the driver may tell this node to stop at any time
-        while True:
-            msg = orders.next()
-            if msg is None:  # lost the driver: do not train on alone
-                if proc.poll() is None:
-                    stopped.set()
-                    kill_process_group(proc, plan.stop_grace_secs)
-                return
+        for msg in iter(orders.next, None):  # None: the connection is gone
             if isinstance(msg, m.Stop):
                 stopped.set()
                 kill_process_group(proc, plan.stop_grace_secs)
                 return
             if isinstance(msg, (m.FilesResend, m.FilesRewind)) and shipper is not None:
                 shipper.on_message(msg)
+        if proc.poll() is None:  # lost the driver: do not train on alone
+            stopped.set()
+            kill_process_group(proc, plan.stop_grace_secs)
 
     def watch_driver() -> None:  # no word for DRIVER_SILENT_SECS: the driver (or our network) is gone
-        while proc.poll() is None:
+        while not ended.wait(1.0):
             if time.monotonic() - orders.heard > m.DRIVER_SILENT_SECS:
                 log.warning("no word from the driver for %.0fs: ending the node's process", m.DRIVER_SILENT_SECS)
                 conn.close()  # ends the reading thread, and so listen(), which kills the process group
                 return
-            time.sleep(1.0)
 
-    threading.Thread(target=listen, daemon=True, name="tfos-listen").start()
-    threading.Thread(target=watch_driver, daemon=True, name="tfos-watch-driver").start()
+    orders.follow(listen, "tfos-listen")  # ends with the connection (joined by run_node) or on Stop
+    watcher = threading.Thread(target=watch_driver, daemon=True, name="tfos-watch-driver")
+    watcher.start()
     exit_code = proc.wait()
+    ended.set()
+    watcher.join()
     for t in pumps:
         t.join(timeout=5)
     fwd.close()
     if shipper is not None:
         shipper.close()  # every event-file byte reaches the driver before the result
-    msg = _result_message(_read_result(result_path), exit_code, stopped.is_set())
+    msg = result_message(read_result(result_path), exit_code, stopped.is_set())
     reporter.join(10)  # the leftover report goes out before the result closes the node's account
     try:
         conn.send(m.encode(msg))
     except OSError as e:
         log.warning("could not report the result to the driver: %s", e)
     return {"task": task, "outcome": "ok" if msg.ok else "error"}
-
-
-def _result_message(outcome: tuple | None, exit_code: int, stopped: bool) -> m.Result:
-    """The ``Result`` for the child's outcome (``("ok", value_bytes, type_name)`` or ``("error", tb)``)."""
-    if stopped:
-        return m.Result(ok=False, stopped=True, exit_code=exit_code)
-    if outcome and outcome[0] == "ok":
-        value = outcome[1]
-        if len(value) > MAX_RESULT_BYTES:
-            return m.Result(ok=False, exit_code=exit_code,
-                            traceback=f"the function returned {len(value)} bytes; at most {MAX_RESULT_BYTES} "
-                                      "can travel back to the driver: write large results to storage instead")
-        return m.Result(ok=True, value=value, value_type=outcome[2] if len(outcome) > 2 else "", exit_code=exit_code)
-    tb = outcome[1] if outcome else ""
-    if not tb and exit_code < 0:
-        tb = f"the process was killed by signal {signal.Signals(-exit_code).name}"
-    return m.Result(ok=False, traceback=tb, exit_code=exit_code)
-
-
-class _Orders:
-    """The driver's messages to this node, read on a thread of their own so that pings are answered
-    at once whatever the node is doing. ``next()`` returns the next message other than a ping, or
-    None once the connection is gone; ``heard`` is when the driver last said anything."""
-
-    def __init__(self, conn: channel.Connection) -> None:
-        self.conn = conn
-        self.heard = time.monotonic()
-        self._queue: queue.SimpleQueue[m.Message | None] = queue.SimpleQueue()
-        threading.Thread(target=self._read, daemon=True, name="tfos-orders").start()
-
-    def next(self) -> m.Message | None:
-        return self._queue.get()
-
-    def _read(self) -> None:
-        try:
-            while True:
-                try:
-                    msg = m.decode(self.conn.recv())
-                except channel.MalformedFrame as e:
-                    log.warning("refused a message from the driver: %s", e)
-                    continue
-                finally:
-                    self.heard = time.monotonic()
-                if isinstance(msg, m.Ping):
-                    self.conn.send(m.encode(m.Pong(msg.seq)))
-                else:
-                    self._queue.put(msg)
-        except (OSError, ConnectionError, ChannelError) as e:
-            log.debug("the connection to the driver ended: %s", e)
-        finally:
-            self._queue.put(None)
-
-
-def _report_leftovers(run_id: str, conn: channel.Connection, address: str, started: threading.Event,
-                      stall_secs: float = 2.0) -> None:
-    """Tell the driver about processes of earlier runs (and foreign GPU holders) on this host.
-
-    The scan costs a few hundred milliseconds of CPU, so it waits until the child was told to go,
-    or until the reservation has stalled for ``stall_secs`` (when its findings matter most), to
-    stay off the launch's critical path."""
-    from dataclasses import asdict
-
-    from .orphans import scan_host
-
-    started.wait(stall_secs)
-    try:
-        found = tuple(asdict(x) for x in scan_host(exclude_runs={run_id}, address=address))
-    except Exception:  # diagnostics must never break the node
-        log.warning("the scan for leftover processes failed", exc_info=True)
-        return
-    if found and not conn.closed:
-        try:
-            conn.send(m.encode(m.Leftovers(found)))
-        except OSError as e:  # the node ended (and closed its connection) while the scan ran
-            log.debug("leftovers not reported: %s", e)
-
-
-def _read_result(path: str):
-    import pickle
-
-    try:
-        with open(path, "rb") as f:
-            return pickle.load(f)  # written by our own child process on this machine, never from the network
-    except (OSError, EOFError, pickle.UnpicklingError):
-        return None

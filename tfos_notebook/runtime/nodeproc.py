@@ -61,7 +61,8 @@ class Forwarder:
                     self.conn.send(m.encode(m.Logs(tuple(lines))))
                 for report in reports:
                     self.conn.send(m.encode(report))
-            except OSError:
+            except OSError as e:  # the driver is gone: the node ends its process (see node.watch_driver)
+                log.warning("the driver's connection closed: the node's output is no longer forwarded (%s)", e)
                 return
 
     def close(self) -> None:

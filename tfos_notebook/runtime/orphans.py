@@ -62,7 +62,8 @@ def _live_runs() -> set[str]:
         try:
             with open(path) as f:
                 record = json.load(f)
-        except (OSError, ValueError):
+        except (OSError, ValueError) as e:  # removed, or being written, by its node meanwhile
+            log.debug("pid record %s not read: %s", path, e)
             continue
         if psutil.pid_exists(int(record.get("node_pid", -1))):
             live.add(record["run_id"])
@@ -115,7 +116,8 @@ def address_towards(host: str) -> str:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
             s.connect((host, 9))
             return s.getsockname()[0]
-    except OSError:
+    except OSError as e:  # no route to host: leftovers are reported under the host name alone
+        log.debug("no local address towards %s: %s", host, e)
         return ""
 
 

@@ -7,10 +7,13 @@ with them.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
 from collections.abc import Callable
+
+log = logging.getLogger(__name__)
 
 
 def kill_group(pgid: int, grace: float, exited: Callable[[float], bool]) -> bool:
@@ -29,8 +32,10 @@ def kill_group(pgid: int, grace: float, exited: Callable[[float], bool]) -> bool
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(pgid, sig)
-        except (ProcessLookupError, PermissionError):
+        except ProcessLookupError:  # the group is gone already: only the wait is left
             pass
+        except PermissionError as e:  # not ours to signal (its pid reused by another user's process)
+            log.warning("process group %s cannot be signalled: %s", pgid, e)
         if exited(grace):
             return True
     return False

@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING
 
 from . import messages as m
 from .child import WATCHDOG_SECS as CHILD_WATCHDOG_SECS
-from .coordinator import BACKGROUND_ROLES, Coordinator, NodeRecord
-from .diagnose import Finding, blockers, unshared_finding
+from .coordinator import BACKGROUND_ROLES, Coordinator
 from .errors import (
     ChannelError,
     LaunchError,
@@ -31,7 +30,11 @@ from .errors import (
 )
 from .events import LaunchSubmitted, ModelDirUnshared
 from .filetail import Chunk
+from .finding import Finding, blockers
+from .heartbeat import Heartbeat
 from .lifecycle import NodeState, RunState
+from .nodefindings import unshared_finding
+from .noderecord import NodeRecord
 from .spark import SparkJob, error_summary
 from .timeouts import Deadline
 
@@ -42,7 +45,6 @@ log = logging.getLogger(__name__)
 
 WATCH_INTERVAL = 0.25  # how often the supervisor looks at a running attempt
 CANCEL_MARGIN = 2.0  # seconds past the stop grace before an ending attempt's job is cancelled
-SUSPECT_SECS = 2 * m.HEARTBEAT_SECS + 1.0  # a node silent this long may have lost its host
 
 
 class Supervisor:
@@ -56,11 +58,7 @@ class Supervisor:
         self._ending_since: float | None = None  # when the current attempt began to wind down
         self._foreground_done_at: float | None = None
         self._settling = False
-        self._pings = 0
-        self._last_ping = 0.0
-        # A node's failure held back while a peer is silent: the silent peer's host may be cut off,
-        # and the failure only its consequence (a collective timing out).
-        self._held: NodeError | None = None
+        self.heartbeat = Heartbeat(self.lock, run.diagnosis, self.abort)
 
     def _coordinator(self, attempt: int) -> Coordinator:
         return Coordinator(self.run.run_id, self.run.roles, attempt, self.run.events, self.lock, self)
@@ -79,41 +77,47 @@ class Supervisor:
 
     # -- the attempts --------------------------------------------------------------------------
     def _attempts(self) -> None:
-        """Run the barrier job, again for each relaunch, then settle the run's outcome."""
-        run, n = self.run, len(self.run.roles)
-        while True:
-            coord, tag = self.coord, run.job_group
-            deadline = Deadline(run.reservation_timeout)  # free slots, then every node registered
-            if not self._wait_for_slots(deadline):
-                self._settle(None, coord)
-                return
-            run.events.publish(LaunchSubmitted(run.run_id, num_tasks=n, roles=tuple(nd.name for nd in coord.nodes),
-                                               attempt=coord.attempt))
-            plan = run.plan(coord.attempt)
-            body = (partial(run.instage.run_stage, run.backend, plan) if run.instage is not None
-                    else partial(run.backend.barrier, n, plan))
-            job = run.backend.submit(tag, f"tfos_notebook run {run.name} attempt {coord.attempt}", body)
-            self._watch(job, coord, deadline)
-            # The nodes' connections close after their last message (the result): once they are all
-            # gone, every result has been handled and the attempt's outcome is known.
-            if job.error is not None:
-                coord.broadcast(m.Stop())  # the job failed under them: nodes still running must end
-            self._all_gone(coord.connections())
+        """Run the barrier job, again for each relaunch (``retries`` at most: see :meth:`abort`),
+        then settle the run's outcome."""
+        relaunched = True
+        while relaunched:
+            relaunched = self._attempt(self.coord)
+
+    def _attempt(self, coord: Coordinator) -> bool:
+        """One attempt: wait for slots, submit its job, watch it; whether the run relaunches (a
+        new coordinator in place), else the run is settled."""
+        run, n, tag = self.run, len(self.run.roles), self.run.job_group
+        deadline = Deadline(run.reservation_timeout)  # free slots, then every node registered
+        if not self._wait_for_slots(deadline):
+            self._settle(None, coord)
+            return False
+        run.events.publish(LaunchSubmitted(run.run_id, num_tasks=n, roles=tuple(nd.name for nd in coord.nodes),
+                                           attempt=coord.attempt))
+        plan = run.plan(coord.attempt)
+        body = (partial(run.instage.run_stage, run.backend, plan) if run.instage is not None
+                else partial(run.backend.barrier, n, plan))
+        job = run.backend.submit(tag, f"tfos_notebook run {run.name} attempt {coord.attempt}", body)
+        self._watch(job, coord, deadline)
+        # The nodes' connections close after their last message (the result): once they are all
+        # gone, every result has been handled and the attempt's outcome is known.
+        if job.error is not None:
+            coord.broadcast(m.Stop())  # the job failed under them: nodes still running must end
+        self._all_gone(coord.connections())
+        with self.lock:
+            relaunch = self.state is RunState.RELAUNCHING
+            self._settling = not relaunch
+        if relaunch:
+            time.sleep(2 * CHILD_WATCHDOG_SECS)  # the lost attempt's processes end (see _all_gone)
             with self.lock:
-                relaunch = self.state is RunState.RELAUNCHING
-                self._settling = not relaunch
-            if relaunch:
-                time.sleep(2 * CHILD_WATCHDOG_SECS)  # the lost attempt's processes end (see _all_gone)
-                with self.lock:
-                    self._settling = self.state is RunState.STOPPING
-                    if not self._settling:
-                        run.lifecycle.attempt += 1
-                        self.coord = self._coordinator(run.attempt)
-                        self._ending_since = self._foreground_done_at = None
-                        run.lifecycle.transition(RunState.RESERVING)
-                        continue
-            self._settle(job.error, coord)
-            return
+                self._settling = self.state is RunState.STOPPING
+                if not self._settling:
+                    run.lifecycle.attempt += 1
+                    self.coord = self._coordinator(run.attempt)
+                    self._ending_since = self._foreground_done_at = None
+                    run.lifecycle.transition(RunState.RESERVING)
+                    return True
+        self._settle(job.error, coord)
+        return False
 
     def _wait_for_slots(self, deadline: Deadline) -> bool:
         """Hold the attempt back until the cluster has a free task slot for each node: a barrier
@@ -172,47 +176,8 @@ class Supervisor:
             if done_at is not None and not background_stopped and now - done_at >= run.background_grace_secs:
                 background_stopped = True
                 coord.broadcast(m.Stop(), BACKGROUND_ROLES)
-            self._heartbeat(coord, now)
-        self._release_held()
-
-    # -- heartbeats ----------------------------------------------------------------------------
-    def _heartbeat(self, coord: Coordinator, now: float) -> None:
-        """Ping the nodes; a node silent for ``NODE_SILENT_SECS`` is unreachable (lost, retried); a
-        failure held back for a silent peer is released once every peer answers."""
-        if now - self._last_ping >= m.HEARTBEAT_SECS:
-            self._pings += 1
-            self._last_ping = now
-            coord.broadcast(m.Ping(self._pings))
-        if self.state.ending and self._held is None:
-            return
-        lost = coord.silent(m.NODE_SILENT_SECS)
-        if lost:
-            self._unreachable(coord, lost[0])
-        elif self._held is not None and not coord.silent(SUSPECT_SECS):
-            self._release_held()
-
-    def _unreachable(self, coord: Coordinator, node: NodeRecord) -> None:
-        held, self._held = self._held, None
-        evidence = [f"no message (heartbeat answers included) for {time.monotonic() - node.heard:.0f}s; the "
-                    f"driver pings every {m.HEARTBEAT_SECS:g}s"]
-        if held is not None:
-            evidence.append(f"{held.role}:{held.index} failed meanwhile, most likely because of it: "
-                            f"{(held.traceback_text.strip().splitlines() or ['?'])[-1]}")
-        self.run.diagnosis.publish([Finding(
-            "node_unreachable",
-            f"{node.name} on {node.where} stopped answering: its host is unreachable (network) or frozen",
-            tuple(evidence),
-            "nothing, if the network failure passes: the run is relaunched while retries are left; otherwise check "
-            f"the network and the executor of {node.where}",
-        )])
-        coord.unreachable(node, m.NODE_SILENT_SECS)
-
-    def _release_held(self) -> None:
-        """The held failure stands on its own (every peer answered, or the attempt's job ended)."""
-        with self.lock:
-            held, self._held = self._held, None
-        if held is not None:
-            self.abort(held)
+            self.heartbeat.tick(coord, now, self.state.ending)
+        self.heartbeat.release()
 
     def _reservation_timeout(self, coord: Coordinator, stalled_for: float) -> None:
         run = self.run
@@ -300,9 +265,8 @@ class Supervisor:
         return self.run.lifecycle.try_transition(RunState.RUNNING)
 
     def node_failed(self, error: NodeError, retryable: bool) -> None:
-        if not retryable and not self.state.ending and self._held is None and self.coord.silent(SUSPECT_SECS):
-            self._held = error  # see _heartbeat: is a peer's host cut off?
-            return
+        if not retryable and not self.state.ending and self.heartbeat.hold(error, self.coord):
+            return  # is a peer's host cut off? (see heartbeat.py)
         self.abort(error, retryable)
 
     def ending(self) -> bool:

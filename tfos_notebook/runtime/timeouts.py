@@ -43,9 +43,8 @@ class Deadline:
     def wait_until(self, predicate: Callable[[], bool], interval: float = 0.05) -> bool:
         """Poll ``predicate`` every ``interval`` seconds; whether it came true before the deadline
         (or ``stop``)."""
-        while True:
-            if predicate():
-                return True
+        while not predicate():
             if self.stopped or self.expired:
                 return False
             self.sleep(interval)
+        return True

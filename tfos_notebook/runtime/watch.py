@@ -10,8 +10,10 @@ from dataclasses import replace
 
 from . import preflight
 from .ctx import installed_versions
-from .diagnose import Finding, Snapshot, blockers, diagnose, leftover_findings, slot_wait_finding
+from .diagnose import Snapshot, diagnose, slot_wait_finding
 from .events import EventStream, FindingRaised
+from .finding import Finding, blockers
+from .nodefindings import leftover_findings
 from .orphans import Leftover
 
 log = logging.getLogger(__name__)

@@ -41,6 +41,7 @@ class TensorBoardHandle:
         self._spark = spark
         self._stopped = threading.Event()
         self._on_stop: list = []
+        self._after_run: threading.Thread | None = None  # see attach_tensorboard's keep_after_run
 
     def add_source(self, logdir: str, prefix: str = "", backend: str = "auto") -> None:
         """Mirror another log directory into this TensorBoard under ``prefix/`` (e.g. ``eval``
@@ -60,6 +61,9 @@ class TensorBoardHandle:
         self._stopped.set()
         for undo in self._on_stop:
             undo()
+        after = self._after_run
+        if after is not None and after is not threading.current_thread():
+            after.join(5)  # it ends once stopped (after its last copy)
         self.sync.stop(final_tick=True)
         if self.info.owner_pid == os.getpid():
             process.stop(self.info)
@@ -141,8 +145,9 @@ def attach_tensorboard(run, mirror_root: str | None = None, remote_logdir: str |
 
     def on_event(event) -> None:
         if isinstance(event, RunFinished) and not handle.stopped:
-            threading.Thread(target=_after_run, args=(handle, keep_after_run), daemon=True,
-                             name=f"tfos-tb-after-{run.run_id}").start()
+            handle._after_run = threading.Thread(target=_after_run, args=(handle, keep_after_run), daemon=True,
+                                                 name=f"tfos-tb-after-{run.run_id}")
+            handle._after_run.start()
 
     handle._on_stop.append(run.events.subscribe(on_event))
     return handle

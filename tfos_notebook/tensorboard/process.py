@@ -221,7 +221,7 @@ def _launch(logdir: str, port: int, reload_interval: float, with_tensorflow: boo
                                    f"{_tail(log_file)}")
         if _answers(port):
             return info
-        time.sleep(0.1)
+        deadline.sleep(0.1)
     stop(info)
     raise TensorBoardError(f"TensorBoard did not answer on {info.local_url} within {timeout:.0f}s; raise "
                            f"timeout= on a loaded machine. Its log:\n{_tail(log_file)}")

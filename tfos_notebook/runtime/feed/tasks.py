@@ -15,18 +15,15 @@ from __future__ import annotations
 
 import queue
 import threading
-import time
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
 
-from .. import channel
-from .. import messages as m
 from ..errors import ChannelError, FeedError, FeedTimeout
-from ..timeouts import Deadline
 from .codec import batches_of_rows, result_values, slices
+from .nodequery import ask_driver
 from .protocol import CONNECTION_ERRORS, FRAME_BYTES, MAX_FRAME, FeedClient
 
 RECORD_SCHEMA = pa.schema([("part", pa.int32()), ("node", pa.int32()), ("rows", pa.int64()),
@@ -182,7 +179,7 @@ class InferFeed:
 
     def node_failure(self, node: int) -> str:
         """Why the ``node``-th node failed, as the driver tells ("" when it did not or cannot tell)."""
-        return _ask_driver(self.driver, self.secret, self.tasks[node]) if self.tasks else ""
+        return ask_driver(self.driver, self.secret, self.tasks[node]) if self.tasks else ""
 
     def run(self, part: int, attempt: int,
             batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[pa.RecordBatch | None, pa.RecordBatch]]:
@@ -200,7 +197,8 @@ class InferFeed:
             raise FeedError(f"cannot reach the data feed of {where} ({e}): the cluster's nodes must be running "
                             "(run inference before shutdown)") from e
         answers: queue.Queue = queue.Queue()
-        threading.Thread(target=_read_results, args=(client, answers), daemon=True).start()
+        reader = threading.Thread(target=_read_results, args=(client, answers), daemon=True, name="tfos-infer-answers")
+        reader.start()
         pending: deque[pa.RecordBatch] = deque()  # kept columns of rows awaiting predictions
         sent = answered = 0
         try:
@@ -233,6 +231,7 @@ class InferFeed:
                 yield _take(pending, results.num_rows), results
         finally:
             client.close()
+            reader.join(5)  # it ends with the connection
 
 
 def _read_results(client: FeedClient, answers: queue.Queue) -> None:
@@ -248,30 +247,6 @@ def _lost(where: str, waiting: int, e: BaseException, failure: str = "") -> Feed
         return FeedError(f"{failure} ({where} closed its data feed with {waiting} rows unanswered)")
     return FeedError(f"{where} closed the feed with {waiting} rows unanswered ({type(e).__name__}: {e}): its "
                      "function failed or returned; the run's error says why")
-
-
-def _ask_driver(driver: tuple[str, int] | None, secret: bytes, task: int, wait: float = 10.0) -> str:
-    """Why node ``task`` failed, as the run's driver tells (waiting up to ``wait`` seconds while the
-    node is still live there: its failure may be on its way); "" if it did not, or cannot be asked."""
-    if driver is None:
-        return ""
-    deadline = Deadline(wait)
-    try:
-        conn = channel.connect(driver[0], driver[1], secret, timeout=5)
-    except (OSError, ChannelError):
-        return ""
-    try:
-        while True:
-            conn.send(m.encode(m.NodeQuery(task)))
-            answer = m.decode(conn.recv())
-            if not isinstance(answer, m.NodeAnswer) or answer.failure or answer.state not in ("registered", "running") \
-                    or deadline.expired:
-                return getattr(answer, "failure", "")
-            time.sleep(0.25)
-    except (OSError, ChannelError):
-        return ""
-    finally:
-        conn.close()
 
 
 def _answer(msg, where: str, waiting: int) -> pa.RecordBatch:

@@ -8,6 +8,7 @@ configuration and filesystems.
 
 from __future__ import annotations
 
+import logging
 import posixpath
 import threading
 from typing import Any
@@ -24,6 +25,8 @@ from .backend import (
 )
 
 #: How many task attempts of one stage attempt ``task_errors`` reads from the status store.
+log = logging.getLogger(__name__)
+
 TASKS_PER_STAGE = 100
 
 
@@ -138,7 +141,8 @@ class ClassicBackend(SparkBackend):
         """The job's description (a run's job says which run and attempt it carries), or ""."""
         try:
             description = self.sc._jsc.sc().statusStore().job(job_id).description()
-        except Exception:  # not in the status store (yet, or any more)
+        except Exception as e:  # not in the status store (yet, or any more): an unnamed job
+            log.debug("job %s has no description in the status store: %s", job_id, e)
             return ""
         return str(description.get()) if description.isDefined() else ""
 

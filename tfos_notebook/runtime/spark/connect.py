@@ -10,6 +10,7 @@ executors can open a connection to the driver host (where the control server lis
 
 from __future__ import annotations
 
+import logging
 import re
 import socket
 import sys
@@ -35,6 +36,8 @@ from .backend import (
 )
 
 #: How long a probe task waits to connect to the driver host before calling it unreachable.
+log = logging.getLogger(__name__)
+
 REACH_TIMEOUT = 3.0
 #: How long the probe job may wait for a free slot and its Python workers before it is given up.
 PROBE_TIMEOUT = 60.0
@@ -156,7 +159,8 @@ class ConnectBackend(SparkBackend):
     def conf(self, key: str, default: str | None = None) -> str | None:
         try:
             value = self.session.conf.get(key, None)
-        except Exception:  # a conf the server will not show: treated as unset
+        except Exception as e:  # a conf the server will not show: treated as unset
+            log.debug("the server does not show the conf %s: %s", key, e)
             value = None
         return default if value is None else str(value)
 
@@ -230,7 +234,8 @@ class ConnectBackend(SparkBackend):
         """Probe tasks to run: the slots the conf names (so that every executor likely gets one)."""
         try:
             return min(64, self._slots(Probe((), (), (), 0.0)))
-        except ValueError:
+        except ValueError as e:  # a conf that names no slot count: one probe task still answers
+            log.debug("no slot count in the session's conf (%s): probing with one task", e)
             return 1
 
     def check_reachable(self) -> None:

@@ -1,0 +1,164 @@
+"""The package's layout, checked from its source (and, for what an import loads, in a fresh
+interpreter): no import cycle, Spark's JVM reached only by ``runtime/spark/``, and the two places
+that must stay light (the Jupyter server's handlers, a node's child process) import no more than
+they need."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import tfos_notebook
+
+PACKAGE = Path(tfos_notebook.__file__).parent
+NAME = "tfos_notebook"
+JVM_NAMES = {"_jvm", "sparkContext", "SparkContext", "_jsc", "statusStore"}
+
+
+def modules() -> dict[str, Path]:
+    """Every module of the package by dotted name (a package by its ``__init__.py``)."""
+    out = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = (NAME, *path.relative_to(PACKAGE).with_suffix("").parts)
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
+def _module_level_imports(body: list[ast.stmt]):
+    """Import statements run when the module is imported: ``if TYPE_CHECKING:`` blocks and
+    function bodies left out, ``try`` / ``if`` blocks included."""
+    for node in body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+        elif isinstance(node, ast.If):
+            test = node.test
+            if not (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING"
+                    or isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"):
+                yield from _module_level_imports(node.body)
+                yield from _module_level_imports(node.orelse)
+        elif isinstance(node, ast.Try):
+            for block in (node.body, *(h.body for h in node.handlers), node.orelse, node.finalbody):
+                yield from _module_level_imports(block)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """``module -> package modules it imports at module level``; importing ``a.b.c`` counts as
+    importing the packages ``a`` and ``a.b`` too (except the importer's own parents, which are
+    imported before it)."""
+    mods = modules()
+    graph = {}
+    for name, path in mods.items():
+        is_package = path.name == "__init__.py"
+        here = name.split(".") if is_package else name.split(".")[:-1]
+        targets = set()
+        for node in _module_level_imports(ast.parse(path.read_text()).body):
+            if isinstance(node, ast.Import):
+                targets.update(alias.name for alias in node.names)
+                continue
+            base = node.module or ""
+            if node.level:
+                base = ".".join(here[:len(here) - node.level + 1] + ([node.module] if node.module else []))
+            targets.add(base)
+            targets.update(f"{base}.{alias.name}" for alias in node.names)
+        parents = {".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)}
+        deps = set()
+        for target in targets:
+            parts = target.split(".")
+            deps.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
+        graph[name] = {d for d in deps if d in mods and d != name and d not in parents}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_checker_sees_a_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert "tfos_notebook.runtime.messages" in import_graph()["tfos_notebook.runtime.coordinator"]
+
+
+def test_no_module_level_import_cycle():
+    assert cycles(import_graph()) == []
+
+
+def test_only_the_spark_backend_touches_the_spark_context_or_the_jvm():
+    spark_dir = PACKAGE / "runtime" / "spark"
+    offenders = []
+    for path in PACKAGE.rglob("*.py"):
+        if spark_dir in path.parents:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            name = (node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name)
+                    else node.name.rsplit(".", 1)[-1] if isinstance(node, ast.alias) else None)
+            if name in JVM_NAMES:
+                offenders.append(f"{path.relative_to(PACKAGE)}:{node.lineno}: {name}")
+    assert offenders == []
+
+
+def loaded_after(code: str) -> list[str]:
+    """The modules loaded in a fresh interpreter after running ``code``."""
+    script = f"{code}\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(PACKAGE.parent), os.environ.get("PYTHONPATH")]))}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60, env=env)
+    return json.loads(out.stdout.splitlines()[-1])
+
+
+def test_the_server_handlers_load_nothing_of_the_runtime_or_the_notebook_layer():
+    loaded = loaded_after("import tfos_notebook.server.handlers")
+    heavy = [m for m in loaded if m.startswith(("tfos_notebook.runtime", "tfos_notebook.notebook",
+                                                "tfos_notebook.devcluster", "pyspark"))]
+    assert "tfos_notebook.server.handlers" in loaded and heavy == []
+
+
+def test_a_nodes_child_unpickles_a_cell_without_pyspark_numpy_or_pyarrow():
+    # What runtime/child.py imports before it runs the function, then the cell as it travels.
+    code = (
+        "import pickle, cloudpickle\n"
+        "import tfos_notebook.runtime.child, tfos_notebook.runtime.ctx\n"
+        f"cell = pickle.loads({_pickled_cell()!r})\n"
+        "assert cell(None, None) == 42\n"
+    )
+    loaded = loaded_after(code)
+    assert "tfos_notebook.cellfn" in loaded
+    assert [m for m in loaded if m.split(".")[0] in ("pyspark", "numpy", "pyarrow")] == []
+
+
+def _pickled_cell() -> bytes:
+    import cloudpickle
+
+    from tfos_notebook.cellfn import CellFunction
+
+    return cloudpickle.dumps(CellFunction("return 6 * 7", "<tfos_train In[1]>"))
