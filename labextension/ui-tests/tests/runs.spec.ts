@@ -26,7 +26,7 @@ MODELDIR = os.path.abspath("ui_model")`;
 // Two nodes each train tf-keras on scikit-learn's digits for three short epochs; Keras's
 // TensorBoard callback (ctx.callbacks) writes epoch_loss under ctx.log_dir, which the driver
 // mirrors into the run's TensorBoard. Then each node writes a point of 'a_live' every 0.5 s (named
-// so that its card comes first: TensorBoard fetches data only for the cards in view).
+// so that its group comes first: TensorBoard fetches data only for the cards in view).
 const TRAIN_CELL = `%%tfos_train --workers 2 --epochs 3 --name ${RUN} --logdir $LOGDIR --model-dir $MODELDIR
 import time
 import tensorflow as tf
@@ -154,7 +154,6 @@ test('a training run shows in the runs sidebar and its TensorBoard draws the sca
   const open = row.locator('.tfos-RunRow-tensorboard');
   await expect(open).toBeVisible({ timeout: 2 * MINUTE });
   await open.click();
-  const opened = Date.now();
   const panel = page.locator('.tfos-TensorBoardPanel');
   await expect(panel).toBeVisible({ timeout: 30000 });
   panelFrame = await (await panel.locator('iframe').elementHandle())?.contentFrame();
@@ -170,6 +169,24 @@ test('a training run shows in the runs sidebar and its TensorBoard draws the sca
     });
   await expect(card.locator('line-chart')).toBeVisible();
 
+  // The 'live' points, once training is done. TensorBoard expands the first two tag groups of its
+  // first load with tags and folds every group that appears later: a panel opened as the run
+  // starts has epoch_accuracy and epoch_loss open, and a_live arrives folded, drawing nothing. So
+  // a person unfolds it, as here, unless the first load already had it.
+  const liveGroup = board.locator('metrics-card-group-toolbar', { hasText: 'a_live' });
+  await expect(liveGroup).toBeVisible({ timeout: 4 * MINUTE });
+  const folded = (await liveGroup.locator('mat-icon[svgicon="expand_more_24px"]').count()) > 0;
+  console.log(
+    `a_live group: ${folded ? 'folded, unfolded by the test' : 'open at the first load'}`
+  );
+  if (folded) {
+    await liveGroup.locator('.group-toolbar').click();
+  }
+  await expect(
+    board.locator('scalar-card', { hasText: 'a_live' }).locator('line-chart')
+  ).toBeVisible();
+  const liveShown = Date.now();
+
   // Once the nodes report, the row shows step, loss and the loss curve.
   await expect(row.locator('.tfos-RunRow-metrics')).toContainText('loss', { timeout: 4 * MINUTE });
   await expect(row.locator('.tfos-RunRow-curve polyline')).toBeVisible({ timeout: MINUTE });
@@ -181,8 +198,8 @@ test('a training run shows in the runs sidebar and its TensorBoard draws the sca
 
   const cards = await board.locator('scalar-card').allInnerTexts();
   console.log(`scalar cards drawn: ${cards.map(c => c.split('\n')[0]).join(', ')}`);
-  // A point a node wrote reached the open panel within 5 s (points written once it had loaded).
-  const live = [...firstSeen.values()].filter(p => p.wall > opened + 5000);
+  // A point a node wrote reached the open panel within 5 s (points written once its card was drawn).
+  const live = [...firstSeen.values()].filter(p => p.wall > liveShown);
   const latencies = live.map(p => p.seen - p.wall).sort((a, b) => a - b);
   console.log(
     `panel latency over ${latencies.length} live points: median ${
