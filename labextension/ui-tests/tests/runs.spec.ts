@@ -11,6 +11,8 @@
 import { expect, test } from '@jupyterlab/galata';
 import * as path from 'path';
 
+import { notebook } from './notebookFile';
+
 const RUN = 'ui_digits';
 const MINUTE = 60 * 1000;
 const SCREENSHOTS =
@@ -67,22 +69,6 @@ import time
 for i in range(3000):
     ctx.report(i, loss=1.0 / (i + 1))
     time.sleep(0.1)`;
-
-/** The notebook, written as a file (typing into the editor would re-indent the cell). */
-function notebook(...cells: string[]): string {
-  return JSON.stringify({
-    cells: cells.map(source => ({
-      cell_type: 'code',
-      execution_count: null,
-      metadata: {},
-      outputs: [],
-      source
-    })),
-    metadata: { kernelspec: { display_name: 'Python 3', language: 'python', name: 'python3' } },
-    nbformat: 4,
-    nbformat_minor: 5
-  });
-}
 
 test('a training run shows in the runs sidebar and its TensorBoard draws the scalars', async ({
   page,
@@ -214,7 +200,11 @@ test('a training run shows in the runs sidebar and its TensorBoard draws the sca
 
   // The monitor of the finished run: curves drawn, no TensorFlow notice, no error line.
   await page.notebook.activate('train.ipynb');
-  const monitor = page.locator('.jp-Notebook .jp-Cell').nth(1).locator('.jp-OutputArea');
+  const outputs = page.locator('.jp-Notebook .jp-Cell').nth(1).locator('.jp-OutputArea');
+  const monitor = outputs.locator('.widget-vbox').first();
+  // The ended run's static copy (what the saved notebook keeps) is hidden while the widget shows.
+  await expect(outputs.locator('.tfos-snapshot')).toHaveCount(1);
+  await expect(outputs.locator('.tfos-snapshot')).toBeHidden();
   await expect(monitor.locator('svg.tfos-curve[data-metric="loss"] polyline')).toHaveCount(2);
   const points = await monitor
     .locator('svg.tfos-curve[data-metric="loss"] polyline')
