@@ -93,4 +93,10 @@ test('Notebook 7 shows the monitor, and the saved notebook keeps the curve', asy
     reopened.locator('.tfos-snapshot svg.tfos-curve[data-metric="loss"] polyline')
   ).toHaveCount(2);
   await expect(reopened.locator('.tfos-snapshot tr[data-task]')).toHaveCount(2);
+
+  // Leave the server as found for the next test: no kernel (this one holds a local Spark), no run.
+  for (const session of await (await request.get('api/sessions')).json()) {
+    expect((await request.delete(`api/sessions/${session.id}`)).ok()).toBeTruthy();
+  }
+  expect((await request.delete('tfos-notebook/api/runs')).ok()).toBeTruthy();
 });
