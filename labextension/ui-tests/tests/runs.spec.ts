@@ -192,6 +192,10 @@ test('a training run shows in the runs sidebar and its TensorBoard draws the sca
 
   await page.waitForTimeout(1500); // the chart's last points
   await page.screenshot({ path: path.join(SCREENSHOTS, 'labextension.png') });
+  // A group the person folds stays folded: the panel unfolds a group once, when it appears.
+  await liveGroup.locator('.group-toolbar').click();
+  await page.waitForTimeout(3000); // three of the panel's reloads
+  await expect(liveGroup.locator('mat-icon[svgicon="expand_more_24px"]')).toBeVisible();
 
   // The monitor of the finished run: curves drawn, no TensorFlow notice, no error line.
   await page.notebook.activate('train.ipynb');
