@@ -4,6 +4,10 @@ import {
   IRun,
   LIVE_RELOAD_MS,
   TENSORBOARD_DASHBOARD,
+  TENSORBOARD_GROUP,
+  TENSORBOARD_GROUP_FOLDED,
+  TENSORBOARD_GROUP_TITLE,
+  TENSORBOARD_GROUP_TOGGLE,
   TENSORBOARD_LOADING,
   TENSORBOARD_RELOAD_BUTTON,
   TENSORBOARD_SANDBOX
@@ -19,11 +23,18 @@ import {
  * is same-origin (behind jupyter-server-proxy), and without the button (another TensorBoard
  * release) the panel just falls back to TensorBoard's own period. A page opened before the run
  * wrote anything ("No dashboards are active") shows the run's dashboards on the next press.
+ *
+ * The Time Series dashboard opens the first two tag groups of its first load that has any and
+ * folds every group that appears later: in a panel opened as the run starts, a scalar the nodes
+ * begin to write later would draw nothing until someone unfolds it. So the panel unfolds each
+ * group that appears after the first ones it saw, once (a group the person folds stays folded).
  */
 export class TensorBoardPanel extends MainAreaWidget<IFrame> {
   /** The run shown; the restorer re-opens the panel from it after a reload. */
   readonly runId: string;
   private readonly timer: number;
+  /** The tag groups TensorBoard's page has shown, by name; undefined until it showed some. */
+  private groups: Set<string> | undefined;
 
   constructor(run: IRun, url: string) {
     const content = new IFrame({
@@ -48,16 +59,42 @@ export class TensorBoardPanel extends MainAreaWidget<IFrame> {
       return;
     }
     const frame = this.content.node.querySelector('iframe');
-    let button: HTMLButtonElement | null | undefined;
+    let page: Document | null | undefined;
     try {
-      button = frame?.contentDocument?.querySelector<HTMLButtonElement>(TENSORBOARD_RELOAD_BUTTON);
+      page = frame?.contentDocument;
     } catch {
       return; // not same-origin (a TensorBoard outside the proxy): its own period applies
     }
+    if (!page) {
+      return;
+    }
+    this.unfoldNewGroups(page);
+    const button = page.querySelector<HTMLButtonElement>(TENSORBOARD_RELOAD_BUTTON);
     // While TensorBoard is still loading (its button spins), a press would restart the load: on a
     // busy machine the page would then never finish one.
     if (button && !button.disabled && !button.classList.contains(TENSORBOARD_LOADING)) {
       button.click();
+    }
+  }
+
+  /** Unfold the tag groups that appeared since the first ones seen (each once). */
+  private unfoldNewGroups(page: Document): void {
+    const shown = [...page.querySelectorAll(TENSORBOARD_GROUP)].map(toolbar => ({
+      toolbar,
+      name: toolbar.querySelector(TENSORBOARD_GROUP_TITLE)?.textContent?.trim() ?? ''
+    }));
+    if (this.groups === undefined) {
+      // TensorBoard's own choice for its first groups: left as it is.
+      this.groups = shown.length ? new Set(shown.map(group => group.name)) : undefined;
+      return;
+    }
+    for (const { toolbar, name } of shown) {
+      if (!this.groups.has(name)) {
+        this.groups.add(name);
+        if (toolbar.querySelector(TENSORBOARD_GROUP_FOLDED)) {
+          toolbar.querySelector<HTMLButtonElement>(TENSORBOARD_GROUP_TOGGLE)?.click();
+        }
+      }
     }
   }
 

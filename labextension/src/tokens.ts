@@ -19,7 +19,7 @@ export const TENSORBOARD_SANDBOX = [
 ] as const;
 
 /** How often an open, visible TensorBoard panel reloads TensorBoard's data (milliseconds). */
-export const LIVE_RELOAD_MS = 2000;
+export const LIVE_RELOAD_MS = 1000;
 
 /**
  * The dashboard a panel opens at. Without one TensorBoard picks the first dashboard with data when
@@ -32,6 +32,14 @@ export const TENSORBOARD_RELOAD_BUTTON = 'app-header-reload button.reload-button
 
 /** The class TensorBoard gives its reload button while a load is under way. */
 export const TENSORBOARD_LOADING = 'loading';
+
+/** A tag group's header in TensorBoard's Time Series dashboard, its title, and its fold button. */
+export const TENSORBOARD_GROUP = 'metrics-card-group-toolbar';
+export const TENSORBOARD_GROUP_TITLE = '.group-title';
+export const TENSORBOARD_GROUP_TOGGLE = 'button.group-toolbar';
+
+/** The icon of a folded group's header (an open group shows `expand_less_24px`). */
+export const TENSORBOARD_GROUP_FOLDED = 'mat-icon[svgicon="expand_more_24px"]';
 /** How often the runs sidebar asks the server for the runs (milliseconds). */
 export const POLL_INTERVAL_MS = 2000;
 

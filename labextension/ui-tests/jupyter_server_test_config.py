@@ -1,4 +1,4 @@
-"""JupyterLab for the browser tests: Galata's test settings (no token: the REST API's
+"""JupyterLab (and Notebook 7) for the browser tests: Galata's test settings (no token: the REST API's
 authentication is covered by tests/server), the tfos_notebook server extension, and the
 JupyterLab extension as built in this checkout (``tfos_notebook/labextension``).
 
@@ -14,6 +14,9 @@ REPO = Path(__file__).resolve().parents[2]
 BUILT = REPO / "tfos_notebook" / "labextension"
 
 configure_jupyter_server(c)  # noqa: F821  (c: the config object Jupyter passes)
+# The same server serves Notebook 7 (/notebooks/...) when the notebook package is installed; its
+# page exposes its app object as JupyterLab's does for Galata.
+c.JupyterNotebookApp.expose_app_in_browser = True  # noqa: F821
 c.ServerApp.port = int(os.environ.get("TFOS_UI_PORT", "8888"))  # noqa: F821
 c.ServerApp.jpserver_extensions = {"tfos_notebook.server": True}  # noqa: F821
 c.ServerApp.allow_root = True  # noqa: F821  (CI containers run as root)

@@ -215,6 +215,23 @@ def test_widget_draws_each_nodes_metrics_as_curves_from_the_steps():
     assert "loss 0.0333" in svg and "max 1" in svg and "step 29" in svg
 
 
+def test_an_ended_run_leaves_a_static_copy_that_the_live_widget_hides():
+    shown: list[dict] = []
+    monitor = Monitor("digits", RUN, on_stop=lambda: None, show=shown.append)
+    events = two_node_run(steps=3)
+    monitor.update(events[:-1])
+    assert shown == [] and "tfos-snapshot" not in monitor.header.value
+    monitor.update(events[-1:])
+    monitor.update([])
+    assert len(shown) == 1  # once
+    static = shown[0]["text/html"]
+    assert static.startswith(f'<div class="tfos-snapshot" data-run-id="{RUN}">')
+    assert "finished" in static and table_rows(static)[1][0] == "chief:0"
+    assert len(re.findall(r'<polyline data-node="(?:chief|worker):0" points="[^"]+"', static)) == 2
+    assert shown[0]["text/plain"].startswith("run digits: finished")
+    assert f'<style>.tfos-snapshot[data-run-id="{RUN}"]{{display:none}}</style>' in monitor.header.value
+
+
 def test_curves_keep_a_bounded_number_of_points_spanning_the_whole_run():
     from tfos_notebook.notebook.view import MAX_CURVE_POINTS
 

@@ -1,6 +1,7 @@
-"""The JupyterLab extension in a real browser: runs the Galata test in labextension/ui-tests
-(headless Debian chromium driven by Playwright, a JupyterLab of this checkout, a notebook that
-trains on 2 local Spark workers). See docs/labextension.md."""
+"""The JupyterLab extension and the monitor in a real browser: runs the Playwright tests in
+labextension/ui-tests (headless Debian chromium, a Jupyter server of this checkout serving
+JupyterLab and Notebook 7, notebooks that train on 2 local Spark workers). See
+docs/labextension.md."""
 
 from __future__ import annotations
 
@@ -57,11 +58,12 @@ def ui_tests_ready() -> Path:
 
 def test_a_notebook_run_appears_in_the_runs_sidebar_and_its_tensorboard_panel_draws_scalars(
         ui_tests_ready, tmp_path):
-    """Both Galata tests pass: the training run end to end (the monitor's quiet log and curves, the
-    sidebar's details and actions, a TensorBoard panel that shows a new point within 5 s, a re-run
-    apart from the first, restore after reload, clearing ended runs), and the sidebar's message
-    when the server extension is missing. The screenshots land in a temporary folder; copy them
-    to docs/ to refresh the documentation's."""
+    """The three browser tests pass: the training run end to end in JupyterLab (the monitor's
+    quiet log and curves, the sidebar's details and actions, a TensorBoard panel that shows a new
+    point within 5 s, a re-run apart from the first, restore after reload, clearing ended runs),
+    the sidebar's message when the server extension is missing, and the monitor in Notebook 7
+    with the curve kept by the saved notebook. The screenshots land in a temporary folder; copy
+    them to docs/ to refresh the documentation's."""
     screenshots = tmp_path / "screenshots"
     screenshots.mkdir()
     (tmp_path / "root").mkdir()
@@ -88,7 +90,7 @@ def test_a_notebook_run_appears_in_the_runs_sidebar_and_its_tensorboard_panel_dr
     # Playwright's own report first: the Jupyter server's log (its [WebServer] lines) can drown it.
     report = "\n".join(line for line in output.splitlines() if "[WebServer]" not in line)
     assert done.returncode == 0, f"the Galata test failed:\n{report[-12000:]}"
-    assert re.search(r"\b2 passed\b", output) and " skipped" not in output, output[-3000:]
+    assert re.search(r"\b3 passed\b", output) and " skipped" not in output, output[-3000:]
     for name in ("labextension.png", "monitor.png", "sidebar.png"):
         assert (screenshots / name).stat().st_size > 2_000, name
     print(re.search(r"panel latency over .*", output).group(0))

@@ -5,6 +5,12 @@ IntProgress, Button or ToggleButton inside boxes (the TensorBoard panel likewise
 are inline SVG). The monitor knows nothing of the runtime beyond
 its events: ``update(batch)`` folds them into a :class:`RunView` and pushes only what changed, each
 widget's changes in one message (``hold_sync``). The Stop button calls back whoever made it.
+
+A saved notebook keeps a widget's output only as a reference to its model (JupyterLab and Notebook
+7 save widget state only when asked to), so a reopened notebook would show no trace of the run. So
+once the run has ended the monitor also displays a static copy of itself (header, task rows, curves,
+log tail) as plain HTML, which the notebook file keeps. The live widget carries a style rule that
+hides that copy while the widget is on the page: a reopened notebook, without the widget, shows it.
 """
 
 from __future__ import annotations
@@ -84,6 +90,19 @@ def run_curves_html(view: RunView) -> str:
     return curves_html((row.name, row.curves) for _, row in sorted(view.rows.items()))
 
 
+def snapshot_html(view: RunView) -> str:
+    """The ended run as static HTML (no widget needed): what a saved notebook keeps of it."""
+    return (f'<div class="tfos-snapshot" data-run-id="{html.escape(view.run_id)}">'
+            f"<div>{header_html(view)}</div>{findings_html(view)}{tasks_html(view)}{run_curves_html(view)}"
+            f"{logs_html(view)}</div>")
+
+
+def snapshot_hider_html(run_id: str) -> str:
+    """A style rule, put in the live widget, that hides the run's static copy while the widget is
+    on the page."""
+    return f'<style>.tfos-snapshot[data-run-id="{html.escape(run_id)}"]{{display:none}}</style>'
+
+
 def findings_html(view: RunView) -> str:
     parts = []
     for f in view.findings:
@@ -104,6 +123,8 @@ class Monitor:
         name, run_id: shown in the header.
         on_stop: called (on a thread of its own) when the Stop button is pressed.
         visible_logs: newest log lines shown in the log area.
+        show: displays a mime bundle in the run's cell (IPython's ``display(bundle, raw=True)``
+            unless given): the static copy of the ended run goes through it.
 
     ``widget`` is the root box to display; ``header``, ``progress``, ``tasks``, ``curves`` (the
     metrics each node reported, as charts), ``logs`` (TensorFlow's known notices hidden unless
@@ -112,10 +133,13 @@ class Monitor:
     """
 
     def __init__(self, name: str, run_id: str, on_stop: Callable[[], Any],
-                 visible_logs: int = VISIBLE_LOG_LINES, on_cleanup: Callable[[], str] | None = None) -> None:
+                 visible_logs: int = VISIBLE_LOG_LINES, on_cleanup: Callable[[], str] | None = None,
+                 show: Callable[[dict], Any] | None = None) -> None:
         import ipywidgets as w
 
         self.view = RunView(name, run_id, max_logs=visible_logs)
+        self._show = show or _display_raw
+        self._snapshot_shown = False
         self._on_stop = on_stop
         self._on_cleanup = on_cleanup
         self.cleanup_button = w.Button(description="Kill leftovers", icon="trash", button_style="warning",
@@ -158,7 +182,7 @@ class Monitor:
 
     def _sync(self, now: float | None) -> None:
         v = self.view
-        self.header.value = header_html(v, now)
+        self.header.value = header_html(v, now) + (snapshot_hider_html(v.run_id) if v.finished else "")
         with self.progress.hold_sync():
             self.progress.max = max(v.requested, 1)
             self.progress.value = v.registered
@@ -181,6 +205,9 @@ class Monitor:
                 self.stop_button.disabled = True
                 self.stop_button.description = v.state.capitalize()
                 self.stop_button.button_style = ""
+            if not self._snapshot_shown:  # after the widget got the rule that hides it
+                self._snapshot_shown = True
+                self._show({"text/html": snapshot_html(v), "text/plain": self.summary()})
 
     # -- Stop ----------------------------------------------------------------------------------
     def _stop_clicked(self, _button: Any = None) -> None:
@@ -236,3 +263,9 @@ class Monitor:
         bundle = self.widget._repr_mimebundle_(**kwargs)
         bundle["text/plain"] = self.summary()
         return bundle
+
+
+def _display_raw(bundle: dict) -> None:
+    from IPython.display import display
+
+    display(bundle, raw=True)

@@ -11,6 +11,8 @@
 import { expect, test } from '@jupyterlab/galata';
 import * as path from 'path';
 
+import { notebook } from './notebookFile';
+
 const RUN = 'ui_digits';
 const MINUTE = 60 * 1000;
 const SCREENSHOTS =
@@ -26,7 +28,7 @@ MODELDIR = os.path.abspath("ui_model")`;
 // Two nodes each train tf-keras on scikit-learn's digits for three short epochs; Keras's
 // TensorBoard callback (ctx.callbacks) writes epoch_loss under ctx.log_dir, which the driver
 // mirrors into the run's TensorBoard. Then each node writes a point of 'a_live' every 0.5 s (named
-// so that its card comes first: TensorBoard fetches data only for the cards in view).
+// so that its group comes first: TensorBoard fetches data only for the cards in view).
 const TRAIN_CELL = `%%tfos_train --workers 2 --epochs 3 --name ${RUN} --logdir $LOGDIR --model-dir $MODELDIR
 import time
 import tensorflow as tf
@@ -67,22 +69,6 @@ import time
 for i in range(3000):
     ctx.report(i, loss=1.0 / (i + 1))
     time.sleep(0.1)`;
-
-/** The notebook, written as a file (typing into the editor would re-indent the cell). */
-function notebook(...cells: string[]): string {
-  return JSON.stringify({
-    cells: cells.map(source => ({
-      cell_type: 'code',
-      execution_count: null,
-      metadata: {},
-      outputs: [],
-      source
-    })),
-    metadata: { kernelspec: { display_name: 'Python 3', language: 'python', name: 'python3' } },
-    nbformat: 4,
-    nbformat_minor: 5
-  });
-}
 
 test('a training run shows in the runs sidebar and its TensorBoard draws the scalars', async ({
   page,
@@ -154,7 +140,6 @@ test('a training run shows in the runs sidebar and its TensorBoard draws the sca
   const open = row.locator('.tfos-RunRow-tensorboard');
   await expect(open).toBeVisible({ timeout: 2 * MINUTE });
   await open.click();
-  const opened = Date.now();
   const panel = page.locator('.tfos-TensorBoardPanel');
   await expect(panel).toBeVisible({ timeout: 30000 });
   panelFrame = await (await panel.locator('iframe').elementHandle())?.contentFrame();
@@ -170,6 +155,19 @@ test('a training run shows in the runs sidebar and its TensorBoard draws the sca
     });
   await expect(card.locator('line-chart')).toBeVisible();
 
+  // The 'live' points, once training is done. TensorBoard folds a tag group that appears after its
+  // first load (a panel opened as the run starts sees epoch_accuracy and epoch_loss first), and a
+  // folded group draws nothing: the panel unfolds it.
+  const liveGroup = board.locator('metrics-card-group-toolbar', { hasText: 'a_live' });
+  await expect(liveGroup).toBeVisible({ timeout: 4 * MINUTE });
+  await expect(liveGroup.locator('mat-icon[svgicon="expand_less_24px"]')).toBeVisible({
+    timeout: 5000
+  });
+  await expect(
+    board.locator('scalar-card', { hasText: 'a_live' }).locator('line-chart')
+  ).toBeVisible();
+  const liveShown = Date.now();
+
   // Once the nodes report, the row shows step, loss and the loss curve.
   await expect(row.locator('.tfos-RunRow-metrics')).toContainText('loss', { timeout: 4 * MINUTE });
   await expect(row.locator('.tfos-RunRow-curve polyline')).toBeVisible({ timeout: MINUTE });
@@ -181,8 +179,8 @@ test('a training run shows in the runs sidebar and its TensorBoard draws the sca
 
   const cards = await board.locator('scalar-card').allInnerTexts();
   console.log(`scalar cards drawn: ${cards.map(c => c.split('\n')[0]).join(', ')}`);
-  // A point a node wrote reached the open panel within 5 s (points written once it had loaded).
-  const live = [...firstSeen.values()].filter(p => p.wall > opened + 5000);
+  // A point a node wrote reached the open panel within 5 s (points written once its card was drawn).
+  const live = [...firstSeen.values()].filter(p => p.wall > liveShown);
   const latencies = live.map(p => p.seen - p.wall).sort((a, b) => a - b);
   console.log(
     `panel latency over ${latencies.length} live points: median ${
@@ -194,10 +192,18 @@ test('a training run shows in the runs sidebar and its TensorBoard draws the sca
 
   await page.waitForTimeout(1500); // the chart's last points
   await page.screenshot({ path: path.join(SCREENSHOTS, 'labextension.png') });
+  // A group the person folds stays folded: the panel unfolds a group once, when it appears.
+  await liveGroup.locator('.group-toolbar').click();
+  await page.waitForTimeout(3000); // three of the panel's reloads
+  await expect(liveGroup.locator('mat-icon[svgicon="expand_more_24px"]')).toBeVisible();
 
   // The monitor of the finished run: curves drawn, no TensorFlow notice, no error line.
   await page.notebook.activate('train.ipynb');
-  const monitor = page.locator('.jp-Notebook .jp-Cell').nth(1).locator('.jp-OutputArea');
+  const outputs = page.locator('.jp-Notebook .jp-Cell').nth(1).locator('.jp-OutputArea');
+  const monitor = outputs.locator('.widget-vbox').first();
+  // The ended run's static copy (what the saved notebook keeps) is hidden while the widget shows.
+  await expect(outputs.locator('.tfos-snapshot')).toHaveCount(1);
+  await expect(outputs.locator('.tfos-snapshot')).toBeHidden();
   await expect(monitor.locator('svg.tfos-curve[data-metric="loss"] polyline')).toHaveCount(2);
   const points = await monitor
     .locator('svg.tfos-curve[data-metric="loss"] polyline')
