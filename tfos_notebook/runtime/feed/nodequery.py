@@ -9,6 +9,7 @@ import logging
 from .. import channel
 from .. import messages as m
 from ..errors import ChannelError
+from ..lifecycle import NodeState
 from ..timeouts import Deadline
 
 log = logging.getLogger(__name__)
@@ -45,4 +46,9 @@ def _query(conn: channel.Connection, task: int) -> m.Message:
 
 def _still_live(answer: m.Message) -> bool:
     """The node is still live at the driver (its failure, if any, may be on its way)."""
-    return isinstance(answer, m.NodeAnswer) and not answer.failure and answer.state in ("registered", "running")
+    if not isinstance(answer, m.NodeAnswer) or answer.failure:
+        return False
+    try:
+        return NodeState(answer.state).live
+    except ValueError:  # "unknown": the driver has no such node
+        return False
