@@ -21,11 +21,11 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     # name: (module, attribute or None for the module itself)
-    "TFCluster": (".compat.tfcluster", None),  # TensorFlowOnSpark's module names
-    "TFNode": (".compat.tfnode", None),
-    "TFParallel": (".compat.tfparallel", None),
-    "MirroredStrategyRunner": (".compat.distributor", "MirroredStrategyRunner"),
-    "InputMode": (".compat.tfcluster", "InputMode"),
+    "TFCluster": (".peers.tfcluster", None),  # TensorFlowOnSpark's module names
+    "TFNode": (".peers.tfnode", None),
+    "TFParallel": (".peers.tfparallel", None),
+    "MirroredStrategyRunner": (".peers.distributor", "MirroredStrategyRunner"),
+    "InputMode": (".peers.tfcluster", "InputMode"),
     "Run": (".runtime.launch", "Run"),
     "NodeContext": (".runtime.ctx", "NodeContext"),
     "cleanup": (".runtime.orphans", "scan_cluster"),

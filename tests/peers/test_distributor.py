@@ -9,7 +9,7 @@ import os
 import pytest
 
 from tfos_notebook import ConfigError, MirroredStrategyRunner, PreflightError
-from tfos_notebook.compat.distributor import split_slots
+from tfos_notebook.peers.distributor import split_slots
 from tfos_notebook.runtime.spark import backend_for
 
 

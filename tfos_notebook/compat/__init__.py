@@ -1,1 +1,0 @@
-"""Facades with the names of TensorFlowOnSpark and spark-tensorflow-distributor."""
