@@ -51,8 +51,10 @@ def main(argv: list[str]) -> int:
     threading.Thread(target=watch_parent, args=(node_pid,), daemon=True).start()
     status = os.fdopen(status_fd, "w", buffering=1)
     import cloudpickle  # imported while the cluster is still reserving
+    import pyspark.taskcontext  # noqa: F401  (for taskcontext.install, likewise)
 
     from . import ctx as _ctx  # noqa: F401  (the payload's NodeContext)
+    from . import taskcontext
 
     line = sys.stdin.readline()
     if not line.strip():
@@ -63,6 +65,7 @@ def main(argv: list[str]) -> int:
     try:
         with open(payload_path, "rb") as f:
             payload = pickle.load(f)
+        taskcontext.install(payload["task_context"])  # BarrierTaskContext.get() answers for the node's task
         ctx = payload["ctx"]
         ctx._status = status
         ctx.mgr = payload.get("feed")

@@ -94,7 +94,9 @@ class NodeContext:
         defaultFS: the Hadoop default filesystem (``fs.defaultFS``) of the driver.
         working_dir: the driver's working directory.
 
-    Also: ``run_id``, ``host``, ``spark_executor_id``, ``gpus`` (addresses Spark assigned),
+    Also: ``run_id``, ``host``, ``spark_executor_id``, ``gpus`` (the addresses Spark assigned that
+    this node uses; ``CUDA_VISIBLE_DEVICES`` names the same GPUs, through the executor's own
+    ``CUDA_VISIBLE_DEVICES`` when it has one),
     ``model_dir``, ``attempt``, ``log_dir``: this node's own log directory, named after its role
     (``<run log dir>/chief_0``...), which appears in the driver's TensorBoard as a run of that name,
     and ``model_dir_shared``: whether every node and the driver see the same ``model_dir`` (False for

@@ -31,6 +31,10 @@ class Snapshot:
         task_gpus: ``spark.task.resource.gpu.amount`` (0 when unset).
         executor_gpus: ``spark.executor.resource.gpu.amount`` (0 when unset).
         gpus_per_node: GPUs the user asked for per node (0 for CPU-only).
+        encryption: the setting by which the cluster asks for encrypted traffic
+            (``spark.ssl.enabled=true``...), "" when it does not.
+        ignore_ssl: ``tensorflow.spark.distributor.ignoreSsl=true``: TensorFlow's own traffic between
+            nodes may go unencrypted there.
         elapsed: seconds since the launch began.
         other_jobs: descriptions of the other running jobs.
         holders: what holds the cluster's cores outside this application, as the cluster manager
@@ -56,6 +60,8 @@ class Snapshot:
     task_gpus: float = 0
     executor_gpus: int = 0
     gpus_per_node: int = 0
+    encryption: str = ""
+    ignore_ssl: bool = False
     elapsed: float = 0.0
     other_jobs: tuple[str, ...] = field(default=())
     leftovers: tuple[Leftover, ...] = ()
@@ -154,6 +160,8 @@ def diagnose(s: Snapshot) -> list[Finding]:
             "wait for those jobs, cancel them (sc.cancelJobGroup / the Spark UI), or ask for fewer nodes",
             WARNING,
         ))
+    if s.encryption and s.requested_tasks > 1:
+        findings.append(_unencrypted_tensorflow(s))
     findings += leftover_findings(s.leftovers, s.gpus_per_node)
     findings += version_findings(s.versions, s.driver_versions)
     if s.task_errors:
@@ -188,6 +196,24 @@ def diagnose(s: Snapshot) -> list[Finding]:
             WARNING,
         ))
     return findings
+
+
+def _unencrypted_tensorflow(s: Snapshot) -> Finding:
+    evidence = (s.encryption, f"{s.requested_tasks} nodes exchange gradients and variables over TensorFlow's gRPC, "
+                "which has no encryption", "tfos_notebook's own control and data channels are encrypted (TLS)")
+    if s.ignore_ssl:
+        return Finding(
+            "tensorflow_traffic_unencrypted",
+            f"TensorFlow's traffic between the {s.requested_tasks} nodes is not encrypted, on a cluster that asks "
+            "for encryption (tensorflow.spark.distributor.ignoreSsl=true allows it)",
+            evidence, "train on one node to keep every byte encrypted", WARNING)
+    return Finding(
+        "tensorflow_traffic_unencrypted",
+        f"the cluster asks for encrypted traffic, but TensorFlow's traffic between the {s.requested_tasks} nodes "
+        "cannot be encrypted",
+        evidence,
+        "train on one node (one Spark task, with all its GPUs), or accept unencrypted TensorFlow traffic between "
+        "the nodes: set tensorflow.spark.distributor.ignoreSsl=true in the Spark conf")
 
 
 def slot_wait_finding(s: Snapshot, timeout: float) -> Finding:

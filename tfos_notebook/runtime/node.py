@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlparse
 
-from . import channel, storage
+from . import channel, storage, taskcontext
 from . import messages as m
 from .ctx import (
     FOREGROUND_ROLES,
@@ -34,6 +34,7 @@ from .ctx import (
     node_dir_name,
     tf_config,
 )
+from .gpus import visible_devices
 from .gpusampler import GpuSampler
 from .logship import LogShipper
 from .nodelink import Orders, read_result, report_leftovers, result_message
@@ -55,7 +56,7 @@ class NodePlan:
     run_id: str
     server_host: str
     server_port: int
-    secret: bytes
+    secret: channel.Secret
     main_fun: Any
     args: Any
     roles: list[tuple[str, int]]
@@ -70,6 +71,7 @@ class NodePlan:
     stop_grace_secs: float = 5.0
     feed_buffer_bytes: int = 0  # > 0: InputMode.SPARK, chief and workers serve a data feed this big
     instage: Any = None  # feed.instage.InStage: each node's own task feeds it its partition
+    gpu_counts: tuple[int, ...] = ()  # by task: how many of its task's GPUs each node uses (empty: all)
 
     def __call__(self, task: int, gpus: list[str]) -> dict:  # the barrier task's body (SparkBackend.barrier)
         return run_node(self, task, gpus)
@@ -117,8 +119,12 @@ def run_node(plan: NodePlan, task: int, gpus: list[str], local_feed: LocalFeed |
     role, index = plan.roles[task]
     if plan.attempt:  # a relaunch: what the lost attempt left on this host must not write beside us
         kill_attempts_before(plan.run_id, plan.attempt)
+    if plan.gpu_counts:
+        gpus = gpus[: plan.gpu_counts[task]]
+    # the devices the node's process sees: Spark's addresses, or what they index in an inherited list
+    devices = visible_devices(gpus, os.environ.get("CUDA_VISIBLE_DEVICES"))
     workdir = tempfile.mkdtemp(prefix=f"tfos-{plan.run_id}-{task}-")
-    proc, status_r = spawn_child(plan, task, gpus, workdir)  # starts up while the cluster reserves
+    proc, status_r = spawn_child(plan, task, devices, workdir)  # starts up while the cluster reserves
     pid_file = os.path.join(pid_dir(), f"{plan.run_id}-{task}.json")
     conn = orders = None
     try:
@@ -131,7 +137,7 @@ def run_node(plan: NodePlan, task: int, gpus: list[str], local_feed: LocalFeed |
         reservation.bind((host, 0))
         port = reservation.getsockname()[1]
         conn.send(m.encode(m.Register(task=task, attempt=plan.attempt, host=host, port=port, pid=os.getpid(),
-                                      gpus=tuple(gpus), executor_id=spark_executor_id(), hostname=socket.gethostname(),
+                                      gpus=tuple(devices), executor_id=spark_executor_id(), hostname=socket.gethostname(),
                                       sees_model_dir=storage.sees(plan.model_dir_probe), **installed_versions())))
         started = threading.Event()
         reporter = threading.Thread(target=report_leftovers, args=(plan.run_id, conn, host, started), daemon=True)
@@ -158,14 +164,15 @@ def run_node(plan: NodePlan, task: int, gpus: list[str], local_feed: LocalFeed |
 
             feed = FeedServer(plan.secret, host, plan.feed_buffer_bytes)
         with open(payload, "wb") as f:
-            cloudpickle.dump({"main_fun": plan.main_fun, "args": plan.args, "ctx": ctx, "feed": feed}, f)
+            cloudpickle.dump({"main_fun": plan.main_fun, "args": plan.args, "ctx": ctx, "feed": feed,
+                              "task_context": taskcontext.capture()}, f)
         reservation.close()  # release the port just before TensorFlow binds it
         go = {"payload": payload, "result": result_path, "env": {"TF_CONFIG": tf_config(spec, role, index)}}
         proc.stdin.write((json.dumps(go) + "\n").encode())
         proc.stdin.close()
         conn.send(m.encode(m.NodeStateReport("running", proc.pid)))
         started.set()
-        sampler = GpuSampler(conn, gpus).start()
+        sampler = GpuSampler(conn, devices).start()
         try:
             return _supervise(plan, task, proc, status_r, result_path, orders, log_dir if ship_logs else None,
                               reporter, local_feed)

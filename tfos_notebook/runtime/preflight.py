@@ -13,10 +13,33 @@ from __future__ import annotations
 from typing import Any
 
 from .diagnose import Snapshot
+from .errors import ConfigError
 from .spark import SparkBackend, backend_for
 from .timeouts import Deadline
 
 EXECUTOR_POLL_SECS = 0.25
+#: Spark settings by which a cluster asks for encrypted traffic.
+ENCRYPTION_CONFS = ("spark.ssl.enabled", "spark.ssl.rpc.enabled", "spark.network.crypto.enabled")
+#: spark-tensorflow-distributor's setting that accepts TensorFlow's unencrypted traffic there.
+IGNORE_SSL_CONF = "tensorflow.spark.distributor.ignoreSsl"
+
+
+def conf_flag(backend: SparkBackend, key: str) -> bool:
+    """A boolean Spark setting (``true``/``false`` in any case; unset is false).
+
+    Raises:
+        ConfigError: the value is neither."""
+    value = (backend.conf(key) or "false").strip().lower()
+    if value not in ("true", "false"):
+        raise ConfigError(f"{key}={backend.conf(key)!r}: set it to true or false")
+    return value == "true"
+
+
+def encryption_demand(backend: SparkBackend | Any) -> str:
+    """The setting by which the cluster asks for encrypted traffic (``"spark.ssl.enabled=true"``),
+    or "" when it does not: the run's channels then need TLS."""
+    backend = backend_for(backend)
+    return next((f"{key}=true" for key in ENCRYPTION_CONFS if conf_flag(backend, key)), "")
 
 
 def snapshot(backend: SparkBackend | Any, requested_tasks: int, roles: tuple[str, ...] = (),
@@ -39,6 +62,8 @@ def snapshot(backend: SparkBackend | Any, requested_tasks: int, roles: tuple[str
         task_gpus=float(backend.conf("spark.task.resource.gpu.amount", "0")),
         executor_gpus=int(float(backend.conf("spark.executor.resource.gpu.amount", "0"))),
         gpus_per_node=gpus_per_node,
+        encryption=encryption_demand(backend),
+        ignore_ssl=conf_flag(backend, IGNORE_SSL_CONF),
         elapsed=elapsed,
         exact=view.exact,
         **live,

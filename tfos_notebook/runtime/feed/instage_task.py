@@ -16,6 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from .. import channel
 from ..ctx import FOREGROUND_ROLES
 from ..errors import FeedError
 from .codec import batch_bytes, batches_of_rows, result_values
@@ -77,7 +78,7 @@ def _batches(spec: InStage, items: Iterator) -> Iterator[pa.RecordBatch]:
     return (b.drop_columns([FEED_KEY]) if FEED_KEY in b.schema.names else b for b in items)
 
 
-def feed_node(spec: InStage, secret: bytes, run_id: str, task: int, items: Iterator,
+def feed_node(spec: InStage, secret: channel.Secret, run_id: str, task: int, items: Iterator,
               local: LocalFeed) -> Iterator:
     """Stream this task's partition to its own node: every epoch (training), or once with the
     predictions yielded as they come (inference). Returns at once when the node never served a
