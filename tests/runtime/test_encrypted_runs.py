@@ -51,12 +51,13 @@ def test_several_nodes_are_refused_naming_the_encryption_and_the_override(local_
     assert local_ssl_spark.sparkContext.parallelize(range(4), 2).count() == 4
 
 
-@pytest.mark.parametrize(("nodes", "ignore", "severity"), [(2, False, BLOCKER), (2, True, WARNING), (1, False, None)])
-def test_unencrypted_tensorflow_traffic_is_a_blocker_a_warning_when_accepted_and_none_on_one_node(
-        nodes, ignore, severity):
-    found = [f for f in diagnose(Snapshot(requested_tasks=nodes, total_slots=4, encryption="spark.ssl.enabled=true",
-                                          ignore_ssl=ignore))
-             if f.code == "tensorflow_traffic_unencrypted"]
+@pytest.mark.parametrize(("nodes", "talk", "ignore", "severity"), [
+    (2, True, False, BLOCKER), (2, True, True, WARNING), (1, True, False, None), (2, False, False, None)])
+def test_unencrypted_tensorflow_traffic_is_a_blocker_a_warning_when_accepted_and_none_without_it(
+        nodes, talk, ignore, severity):
+    snap = Snapshot(requested_tasks=nodes, total_slots=4, encryption="spark.ssl.enabled=true", ignore_ssl=ignore,
+                    nodes_talk=talk)  # talk=False: independent copies (TFParallel), no traffic between them
+    found = [f for f in diagnose(snap) if f.code == "tensorflow_traffic_unencrypted"]
     assert [f.severity for f in found] == ([severity] if severity else [])
 
 

@@ -35,6 +35,8 @@ class Snapshot:
             (``spark.ssl.enabled=true``...), "" when it does not.
         ignore_ssl: ``tensorflow.spark.distributor.ignoreSsl=true``: TensorFlow's own traffic between
             nodes may go unencrypted there.
+        nodes_talk: the nodes form one TensorFlow cluster and exchange tensors (False for
+            independent copies, as ``TFParallel`` runs).
         elapsed: seconds since the launch began.
         other_jobs: descriptions of the other running jobs.
         holders: what holds the cluster's cores outside this application, as the cluster manager
@@ -62,6 +64,7 @@ class Snapshot:
     gpus_per_node: int = 0
     encryption: str = ""
     ignore_ssl: bool = False
+    nodes_talk: bool = True
     elapsed: float = 0.0
     other_jobs: tuple[str, ...] = field(default=())
     leftovers: tuple[Leftover, ...] = ()
@@ -160,7 +163,7 @@ def diagnose(s: Snapshot) -> list[Finding]:
             "wait for those jobs, cancel them (sc.cancelJobGroup / the Spark UI), or ask for fewer nodes",
             WARNING,
         ))
-    if s.encryption and s.requested_tasks > 1:
+    if s.encryption and s.nodes_talk and s.requested_tasks > 1:
         findings.append(_unencrypted_tensorflow(s))
     findings += leftover_findings(s.leftovers, s.gpus_per_node)
     findings += version_findings(s.versions, s.driver_versions)

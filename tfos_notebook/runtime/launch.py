@@ -93,6 +93,9 @@ class Run(SparkFeeding, RunOutcome):
         input_mode: ``"tensorflow"`` (the function reads its own data) or ``"spark"``: each chief and
             worker serves a data feed that :meth:`train` and :meth:`inference` fill from Spark.
         feed_buffer_mb: with ``input_mode="spark"``, fed data a node holds before Spark has to wait.
+        independent: the nodes run alone, not as one TensorFlow cluster (``TFParallel``), so no
+            TensorFlow traffic passes between them (on a cluster that asks for encryption, several
+            of them need no ``tensorflow.spark.distributor.ignoreSsl``).
     """
 
     def __init__(self, sc, main_fun, args: Any, num_nodes: int, *, num_ps: int = 0,
@@ -101,7 +104,7 @@ class Run(SparkFeeding, RunOutcome):
                  gpus_per_node: int | Sequence[int] = 0,
                  env: dict[str, str] | None = None, legacy_keras: bool | None = None, name: str | None = None,
                  preflight_wait: float = 30.0, stop_grace_secs: float = 5.0, retries: int = 2,
-                 input_mode: str = "tensorflow", feed_buffer_mb: float = 64) -> None:
+                 input_mode: str = "tensorflow", feed_buffer_mb: float = 64, independent: bool = False) -> None:
         if not callable(main_fun):
             raise ConfigError(f"main_fun must be a function taking (args, ctx), got {type(main_fun).__name__}")
         self.roles = plan_roles(num_nodes, num_ps, master_node, eval_node)
@@ -130,7 +133,7 @@ class Run(SparkFeeding, RunOutcome):
         self.lifecycle = Lifecycle(self.run_id, self.events)
         self._lock = self.lifecycle.lock
         self.diagnosis = LiveDiagnosis(self.run_id, self.backend, self.events, self.roles,
-                                      self.gpus_per_node)
+                                      self.gpus_per_node, nodes_talk=not independent)
         self._supervisor = Supervisor(self)
         self._file_sink: FileSink | None = None
         self._secret = channel.RunSecret(b"")

@@ -23,10 +23,11 @@ class LiveDiagnosis:
     """Findings of one run: each published once (by code and cause) on ``events``."""
 
     def __init__(self, run_id: str, backend, events: EventStream, roles: list[tuple[str, int]],
-                 gpus_per_node: int) -> None:
+                 gpus_per_node: int, nodes_talk: bool = True) -> None:
         self.run_id, self.backend, self.events = run_id, backend, events
         self.names = tuple(f"{r}:{i}" for r, i in roles)
         self.gpus_per_node = gpus_per_node
+        self.nodes_talk = nodes_talk
         self.started_at = time.monotonic()
         self._seen: set[tuple[str, str]] = set()
         self._leftovers: dict[tuple[str, int], Leftover] = {}
@@ -58,13 +59,13 @@ class LiveDiagnosis:
     def preflight(self) -> list[Finding]:
         """Findings about the cluster before anything is submitted."""
         snap = preflight.snapshot(self.backend, len(self.names), self.names, self.gpus_per_node,
-                                  time.monotonic() - self.started_at)
+                                  time.monotonic() - self.started_at, nodes_talk=self.nodes_talk)
         return diagnose(snap)
 
     def snapshot(self, tag: str, registered: list[str], stalled_for: float) -> Snapshot:
         return preflight.snapshot(
             self.backend, len(self.names), self.names, self.gpus_per_node, time.monotonic() - self.started_at,
-            own_group=tag, registered=tuple(registered), stalled_for=stalled_for,
+            own_group=tag, registered=tuple(registered), stalled_for=stalled_for, nodes_talk=self.nodes_talk,
             leftovers=tuple(self._leftovers.values()),
             versions=tuple((name, py, tf) for name, (py, tf) in self._versions.items()),
             task_errors=self.backend.task_errors(tag),
