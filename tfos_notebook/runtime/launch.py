@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import channel, preflight, storage, tls
+from . import channel, storage, tls
 from . import messages as m
 from .ctx import resolve_on_driver, run_log_dir
 from .errors import ConfigError, PreflightError, RunStopped
@@ -194,8 +194,8 @@ class Run(SparkFeeding, RunOutcome):
                 raise PreflightError(f"cannot launch {len(self.roles)} nodes:", blockers(findings))
             self.backend.check_reachable()
             self._default_fs = self.backend.default_fs()
-            encrypt = preflight.encryption_demand(self.backend)
-            self._secret = channel.RunSecret(channel.new_secret(), tls.new_identity() if encrypt else None)
+            self._secret = channel.RunSecret(channel.new_secret(),
+                                             tls.new_identity() if self.diagnosis.encryption else None)
             self._server = channel.ControlServer(self.backend.driver_host(), self._secret, self._on_message,
                                                  self._on_close)
             self._model_dir_probe = storage.write_probe(self.model_dir, self.run_id)

@@ -35,6 +35,11 @@ def conf_flag(backend: SparkBackend, key: str) -> bool:
     return value == "true"
 
 
+def security(backend: SparkBackend) -> dict[str, Any]:
+    """The cluster's demand for encryption and the override, as ``Snapshot`` fields."""
+    return {"encryption": encryption_demand(backend), "ignore_ssl": conf_flag(backend, IGNORE_SSL_CONF)}
+
+
 def encryption_demand(backend: SparkBackend | Any) -> str:
     """The setting by which the cluster asks for encrypted traffic (``"spark.ssl.enabled=true"``),
     or "" when it does not: the run's channels then need TLS."""
@@ -46,9 +51,11 @@ def snapshot(backend: SparkBackend | Any, requested_tasks: int, roles: tuple[str
              gpus_per_node: int = 0, elapsed: float = 0.0, own_group: str | None = None, **live: Any) -> Snapshot:
     """A ``Snapshot`` of the cluster now; ``own_group`` is the launch's tag (its tasks are not
     "other jobs"); ``live`` adds what a launch in progress knows (registered, stalled_for,
-    task_errors, leftovers, versions, driver_versions)."""
+    task_errors, leftovers, versions, driver_versions, and encryption / ignore_ssl once read)."""
     backend = backend_for(backend)
     view = backend.cluster(own_group)
+    if "encryption" not in live:
+        live.update(security(backend))
     return Snapshot(
         requested_tasks=requested_tasks,
         roles=roles,
@@ -62,8 +69,6 @@ def snapshot(backend: SparkBackend | Any, requested_tasks: int, roles: tuple[str
         task_gpus=float(backend.conf("spark.task.resource.gpu.amount", "0")),
         executor_gpus=int(float(backend.conf("spark.executor.resource.gpu.amount", "0"))),
         gpus_per_node=gpus_per_node,
-        encryption=encryption_demand(backend),
-        ignore_ssl=conf_flag(backend, IGNORE_SSL_CONF),
         elapsed=elapsed,
         exact=view.exact,
         **live,
