@@ -27,9 +27,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from tfos_notebook.runtime import channel  # noqa: E402
-from tfos_notebook.runtime import messages as m  # noqa: E402
-from tfos_notebook.runtime.spark import ClusterView, ExecutorInfo, SparkBackend  # noqa: E402
+from tfos_notebook.runtime.driver.spark import ClusterView, ExecutorInfo, SparkBackend  # noqa: E402
+from tfos_notebook.runtime.wire import channel  # noqa: E402
+from tfos_notebook.runtime.wire import messages as m  # noqa: E402
 
 
 @dataclass(frozen=True)

@@ -107,7 +107,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_checker_sees_a_cycle():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
-    assert "tfos_notebook.runtime.messages" in import_graph()["tfos_notebook.runtime.coordinator"]
+    assert "tfos_notebook.runtime.wire.messages" in import_graph()["tfos_notebook.runtime.driver.coordinator"]
 
 
 def test_no_module_level_import_cycle():
@@ -115,7 +115,7 @@ def test_no_module_level_import_cycle():
 
 
 def test_only_the_spark_backend_touches_the_spark_context_or_the_jvm():
-    spark_dir = PACKAGE / "runtime" / "spark"
+    spark_dir = PACKAGE / "runtime" / "driver" / "spark"
     offenders = []
     for path in PACKAGE.rglob("*.py"):
         if spark_dir in path.parents:
@@ -147,7 +147,7 @@ def test_a_nodes_child_unpickles_a_cell_without_pyspark_numpy_or_pyarrow():
     # What runtime/child.py imports before it runs the function, then the cell as it travels.
     code = (
         "import pickle, cloudpickle\n"
-        "import tfos_notebook.runtime.child, tfos_notebook.runtime.ctx\n"
+        "import tfos_notebook.runtime.node.child, tfos_notebook.runtime.node.ctx\n"
         f"cell = pickle.loads({_pickled_cell()!r})\n"
         "assert cell(None, None) == 42\n"
     )

@@ -19,11 +19,8 @@ import types
 import msgpack
 import pytest
 
-from tfos_notebook.runtime import channel
-from tfos_notebook.runtime import messages as m
-from tfos_notebook.runtime.coordinator import Coordinator
-from tfos_notebook.runtime.ctx import installed_versions
-from tfos_notebook.runtime.errors import (
+from tfos_notebook.runtime.driver.coordinator import Coordinator
+from tfos_notebook.runtime.driver.errors import (
     ChannelError,
     ConfigError,
     NodeError,
@@ -32,10 +29,19 @@ from tfos_notebook.runtime.errors import (
     RunStopped,
     SparkJobError,
 )
-from tfos_notebook.runtime.events import EventStream, FindingRaised, RunFinished, RunStateChanged, TaskState
-from tfos_notebook.runtime.launch import Run
-from tfos_notebook.runtime.lifecycle import IllegalTransition, Lifecycle, NodeState, RunState
-from tfos_notebook.runtime.spark import ClusterView, ExecutorInfo, SparkBackend
+from tfos_notebook.runtime.driver.events import (
+    EventStream,
+    FindingRaised,
+    RunFinished,
+    RunStateChanged,
+    TaskState,
+)
+from tfos_notebook.runtime.driver.launch import Run
+from tfos_notebook.runtime.driver.lifecycle import IllegalTransition, Lifecycle, NodeState, RunState
+from tfos_notebook.runtime.driver.spark import ClusterView, ExecutorInfo, SparkBackend
+from tfos_notebook.runtime.node.ctx import installed_versions
+from tfos_notebook.runtime.wire import channel
+from tfos_notebook.runtime.wire import messages as m
 
 
 class Cancelled(Exception):
@@ -271,7 +277,7 @@ def test_a_lost_node_relaunches_the_run_which_then_finishes():
 @pytest.fixture
 def fast_heartbeats(monkeypatch):
     """Heartbeats scaled down (every 0.2 s; silent for 3 s: lost) so these tests take seconds."""
-    from tfos_notebook.runtime import heartbeat
+    from tfos_notebook.runtime.driver import heartbeat
 
     monkeypatch.setattr(m, "HEARTBEAT_SECS", 0.2)
     monkeypatch.setattr(m, "NODE_SILENT_SECS", 3.0)

@@ -1,0 +1,48 @@
+"""Whether a run's model directory is shared by the driver and every node.
+
+A path such as ``/tmp/model`` names a different directory on each host: checkpoints land on the
+chief's host only, the driver cannot evaluate them, and a relaunch whose chief moved to another
+host resumes unevenly. URIs (``hdfs://``, ``dbfs:/``, ``s3a://``...) and ``/dbfs/`` paths are shared
+by definition; for a local path (or ``file://`` URI) the driver writes a probe file into it before
+the launch, each node says at registration whether it sees that file, and the nodes are told the
+verdict with the cluster spec (``ctx.model_dir_shared``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from ..node.ctx import local_path
+
+log = logging.getLogger(__name__)
+
+def write_probe(model_dir: str | None, run_id: str) -> str | None:
+    """Write the probe file of ``run_id`` into ``model_dir`` when it is a local path; returns the
+    probe's path (None for shared URIs). A probe the driver cannot write is still returned: no
+    node will see it, which is the truth (the driver cannot read that directory either)."""
+    local = local_path(model_dir)
+    if local is None:
+        return None
+    probe = os.path.join(local, f".tfos-probe-{run_id}")
+    try:
+        os.makedirs(local, exist_ok=True)
+        with open(probe, "w") as f:
+            f.write(run_id)
+    except OSError as e:
+        log.warning("run %s: cannot write into the model dir %s on the driver: %s", run_id, local, e)
+    return probe
+
+
+def sees(probe: str | None) -> bool:
+    """On a node: whether the driver's probe file is visible here (True when nothing is probed)."""
+    return probe is None or os.path.exists(probe)
+
+
+def remove_probe(probe: str | None) -> None:
+    if probe is None:
+        return
+    try:
+        os.remove(probe)
+    except OSError as e:  # never written, or already gone
+        log.debug("probe file %s: %s", probe, e)
