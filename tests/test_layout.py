@@ -1,7 +1,8 @@
 """The package's layout, checked from its source (and, for what an import loads, in a fresh
-interpreter): no import cycle, Spark's JVM reached only by ``runtime/spark/``, and the two places
-that must stay light (the Jupyter server's handlers, a node's child process) import no more than
-they need."""
+interpreter): no import cycle, not even through imports inside functions; the runtime's driver and
+node code meeting only in ``runtime/wire/``; Spark's JVM reached only by ``runtime/driver/spark/``;
+and the two places that must stay light (the Jupyter server's handlers, a node's child process)
+importing no more than they need."""
 
 from __future__ import annotations
 
@@ -45,17 +46,24 @@ def _module_level_imports(body: list[ast.stmt]):
                 yield from _module_level_imports(block)
 
 
-def import_graph() -> dict[str, set[str]]:
-    """``module -> package modules it imports at module level``; importing ``a.b.c`` counts as
-    importing the packages ``a`` and ``a.b`` too (except the importer's own parents, which are
-    imported before it)."""
+def _every_import(body: list[ast.stmt]):
+    """Every import statement: those in functions and ``if TYPE_CHECKING:`` blocks too."""
+    for node in ast.walk(ast.Module(body=body, type_ignores=[])):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+
+
+def import_graph(imports=_module_level_imports) -> dict[str, set[str]]:
+    """``module -> package modules it imports`` (at module level, or as ``imports`` finds them);
+    importing ``a.b.c`` counts as importing the packages ``a`` and ``a.b`` too (except the
+    importer's own parents, which are imported before it)."""
     mods = modules()
     graph = {}
     for name, path in mods.items():
         is_package = path.name == "__init__.py"
         here = name.split(".") if is_package else name.split(".")[:-1]
         targets = set()
-        for node in _module_level_imports(ast.parse(path.read_text()).body):
+        for node in imports(ast.parse(path.read_text()).body):
             if isinstance(node, ast.Import):
                 targets.update(alias.name for alias in node.names)
                 continue
@@ -110,8 +118,54 @@ def test_the_checker_sees_a_cycle():
     assert "tfos_notebook.runtime.wire.messages" in import_graph()["tfos_notebook.runtime.driver.coordinator"]
 
 
+def test_the_checker_sees_imports_inside_functions_and_type_checking_blocks():
+    module_level = import_graph()["tfos_notebook.runtime.driver.launch"]
+    every = import_graph(_every_import)["tfos_notebook.runtime.driver.launch"]
+    assert "tfos_notebook.runtime.driver.feed.feeder" not in module_level  # imported in Run.__init__
+    assert "tfos_notebook.runtime.driver.feed.feeder" in every
+
+
 def test_no_module_level_import_cycle():
     assert cycles(import_graph()) == []
+
+
+def test_no_import_cycle_even_through_imports_inside_functions():
+    assert cycles(import_graph(_every_import)) == []
+
+
+RUNTIME = f"{NAME}.runtime"
+SIDES = {"driver": f"{RUNTIME}.driver", "node": f"{RUNTIME}.node", "wire": f"{RUNTIME}.wire"}
+
+
+def _side(module: str) -> str | None:
+    return next((side for side, prefix in SIDES.items() if module == prefix or module.startswith(prefix + ".")), None)
+
+
+def test_driver_and_node_code_meet_only_in_wire():
+    # Every import counts, those inside functions too: the node's code runs on the executors (and
+    # in its child process), the driver's in the notebook's process; wire/ is what both import.
+    allowed = {"driver": {"driver", "wire"}, "node": {"node", "wire"}, "wire": {"wire"}}
+    crossings = sorted(f"{module} -> {dep}" for module, deps in import_graph(_every_import).items()
+                       if _side(module) for dep in deps if _side(dep) and _side(dep) not in allowed[_side(module)])
+    assert crossings == []
+    assert set(SIDES) == {p.name for p in (PACKAGE / "runtime").iterdir() if (p / "__init__.py").exists()}
+
+
+def test_the_node_code_a_barrier_task_runs_is_named_in_the_node_package():
+    # The driver ships a NodePlan; the executor imports the node's function it names.
+    from tfos_notebook.runtime.wire.plan import NODE_CODE
+
+    mods = modules()
+    for function, module in NODE_CODE.items():
+        assert _side(module) == "node", module
+        defined = {n.name for n in ast.parse(mods[module].read_text()).body if isinstance(n, ast.FunctionDef)}
+        assert function in defined, f"{module} defines no {function}()"
+
+
+def test_the_driver_loads_none_of_the_nodes_modules():
+    loaded = loaded_after("import tfos_notebook.runtime.driver.launch")
+    assert "tfos_notebook.runtime.driver.launch" in loaded
+    assert [m for m in loaded if _side(m) == "node"] == []
 
 
 def test_only_the_spark_backend_touches_the_spark_context_or_the_jvm():
@@ -144,7 +198,7 @@ def test_the_server_handlers_load_nothing_of_the_runtime_or_the_notebook_layer()
 
 
 def test_a_nodes_child_unpickles_a_cell_without_pyspark_numpy_or_pyarrow():
-    # What runtime/child.py imports before it runs the function, then the cell as it travels.
+    # What runtime/node/child.py imports before it runs the function, then the cell as it travels.
     code = (
         "import pickle, cloudpickle\n"
         "import tfos_notebook.runtime.node.child, tfos_notebook.runtime.node.ctx\n"

@@ -126,8 +126,8 @@ def detach_and_wait(args, ctx):
 
 def test_leftover_of_a_run_whose_python_worker_was_killed_is_found_and_killed(standalone):
     from tfos_notebook import Run
+    from tfos_notebook.runtime.driver.cleanup import scan_cluster
     from tfos_notebook.runtime.driver.events import Log, Registered
-    from tfos_notebook.runtime.wire.orphans import scan_cluster
 
     sc = standalone.sparkContext
     run = Run(sc, detach_and_wait, None, 2, retries=0).start()

@@ -37,11 +37,12 @@ from tfos_notebook.runtime.driver.events import (
     TaskState,
 )
 from tfos_notebook.runtime.driver.launch import Run
-from tfos_notebook.runtime.driver.lifecycle import IllegalTransition, Lifecycle, NodeState, RunState
+from tfos_notebook.runtime.driver.lifecycle import IllegalTransition, Lifecycle, RunState
 from tfos_notebook.runtime.driver.spark import ClusterView, ExecutorInfo, SparkBackend
-from tfos_notebook.runtime.node.ctx import installed_versions
 from tfos_notebook.runtime.wire import channel
 from tfos_notebook.runtime.wire import messages as m
+from tfos_notebook.runtime.wire.states import NodeState
+from tfos_notebook.runtime.wire.versions import installed_versions
 
 
 class Cancelled(Exception):
@@ -109,7 +110,7 @@ class FakeBackend(SparkBackend):
 
 
 class FakeNode:
-    """One scripted node: registers like ``runtime.node`` does and reports what it is told to."""
+    """One scripted node: registers like ``runtime.node.task`` does and reports what it is told to."""
 
     def __init__(self, plan, task: int) -> None:
         self.plan, self.task = plan, task

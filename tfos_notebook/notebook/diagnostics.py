@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from ..runtime.driver.cleanup import scan_cluster
 from ..runtime.driver.finding import Finding
-from ..runtime.wire.orphans import Leftover, scan_cluster
+from ..runtime.wire.orphans import Leftover
 
 if TYPE_CHECKING:
     from ..runtime.driver.launch import Run

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..runtime.driver.events import RunFinished
 from ..runtime.driver.spark import SparkBackend, backend_for
-from ..runtime.node.ctx import is_shared_logdir
+from ..runtime.wire.paths import is_shared_logdir
 from . import process
 from .mirror import Mirror
 from .sources import open_source

@@ -20,8 +20,8 @@ from typing import Any
 
 from ..runtime.driver.errors import TFOSError
 from ..runtime.driver.spark import backend_for
-from ..runtime.node.ctx import HADOOP_SCHEMES
 from ..runtime.wire.filetail import DEFAULT_MAX_BYTES, Chunk, DirTail
+from ..runtime.wire.paths import HADOOP_SCHEMES
 
 Have = Callable[[str], int]
 

@@ -12,12 +12,14 @@ import logging
 import pickle
 import time
 
-from ..node.ctx import FOREGROUND_ROLES, node_dir_name
 from ..wire import messages as m
 from ..wire.filetail import Chunk
+from ..wire.paths import node_dir_name
+from ..wire.plan import FOREGROUND_ROLES
+from ..wire.states import NodeState
 from .errors import ChannelError, NodeError, ResultError
 from .events import ClusterReady, EventStream, GpuAssigned, GpuStats, Log, Registered, Step, TaskState
-from .lifecycle import NodeState, node_transition_allowed
+from .lifecycle import node_transition_allowed
 from .nodefindings import diagnose_failure
 from .noderecord import Conn, Hooks, NodeRecord
 

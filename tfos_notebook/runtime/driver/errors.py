@@ -1,5 +1,6 @@
 """Errors a user can meet, each saying what happened and what to do. ``TFOSError`` and
-``ConfigError`` come from the package's ``errors.py``, which layers below the runtime raise too."""
+``ConfigError`` come from the package's ``errors.py``, which layers below the runtime raise too;
+the errors both ends raise (``ChannelError``, ``FeedError``, ``FeedTimeout``) from ``wire/errors.py``."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ...errors import ConfigError, TFOSError
+from ..wire.errors import ChannelError, FeedError, FeedTimeout
 
 if TYPE_CHECKING:
     from .finding import Finding
@@ -65,16 +67,3 @@ class RunStopped(TFOSError):
 class SparkJobError(LaunchError):
     """The Spark job that carries the nodes failed outside the user's function; ``findings`` say
     what is known of why."""
-
-
-class ChannelError(TFOSError):
-    """A control-channel connection failed authentication or sent a bad frame."""
-
-
-class FeedError(TFOSError):
-    """Feeding Spark data into the nodes (InputMode.SPARK) failed; the message names the node or
-    partition and what to do."""
-
-
-class FeedTimeout(FeedError):
-    """A node took no data for longer than ``feed_timeout`` while Spark was feeding it."""

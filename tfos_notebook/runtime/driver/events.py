@@ -125,7 +125,7 @@ class Step(Event):
 class FindingRaised(Event):
     """A diagnosis of why a launch cannot proceed, or of something that needs attention."""
 
-    finding: Any  # runtime.finding.Finding
+    finding: Any  # runtime.driver.finding.Finding
 
 
 @dataclass(frozen=True)

@@ -16,14 +16,11 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable
 from typing import Any
 
-from ..node.ctx import resolve_on_driver, run_log_dir
-from ..node.task import NodePlan
 from ..wire import channel
 from ..wire import messages as m
-from ..wire.filetail import Chunk
+from ..wire.plan import NodePlan
 from . import storage
 from .errors import ConfigError, PreflightError, RunStopped
 from .events import EventStream, FeedPlanned
@@ -33,10 +30,9 @@ from .lifecycle import Lifecycle, RunState
 from .outcome import RunOutcome
 from .roles import plan_roles
 from .spark import backend_for
-from .supervisor import Supervisor
+from .storage import resolve_on_driver, run_log_dir
+from .supervisor import FileSink, Supervisor
 from .watch import LiveDiagnosis
-
-FileSink = Callable[[str, list[Chunk]], dict[str, int]]
 
 QUERY_GRACE_SECS = 300.0  # a failed run's control server answers its inference tasks this long (see release)
 
@@ -140,7 +136,7 @@ class Run(SparkFeeding, RunOutcome):
             data: a DataFrame or RDD to feed the nodes *in-stage* (``input_mode="spark"``): the
                 barrier stage runs over ``data`` spread into one partition per node, and each
                 training node's own task streams its share to it; no task slot beyond the nodes'
-                is needed (see ``feed.instage``). Without it, feed later with :meth:`train`.
+                is needed (see ``feed/instage.py``). Without it, feed later with :meth:`train`.
             epochs: passes over ``data`` (each pass is one epoch of ``ctx.dataset``/``DataFeed``).
             predict: the nodes answer with predictions (``ctx.predict``) rather than train; they
                 come back from :meth:`predictions`. keep: DataFrame columns kept beside them.

@@ -17,21 +17,13 @@ Every view (the monitor, the text lines, the runs registry) learns a run's state
 from __future__ import annotations
 
 import threading
-from enum import Enum
 
+from ..wire.states import NodeState, State
 from .errors import TFOSError
 from .events import EventStream, RunFinished, RunStateChanged
 
 
-class _State(str, Enum):
-    def __str__(self) -> str:
-        return self.value
-
-    def __format__(self, spec: str) -> str:
-        return format(self.value, spec)
-
-
-class RunState(_State):
+class RunState(State):
     NEW = "new"
     RESERVING = "reserving"
     RUNNING = "running"
@@ -50,24 +42,6 @@ class RunState(_State):
     def ending(self) -> bool:
         """The attempt is winding down towards an end or a relaunch: no node may start training."""
         return self in (RunState.RELAUNCHING, RunState.STOPPING, RunState.FAILING) or self.terminal
-
-
-class NodeState(_State):
-    SCHEDULED = "scheduled"
-    REGISTERED = "registered"
-    RUNNING = "running"
-    FINISHED = "finished"
-    FAILED = "failed"
-    STOPPED = "stopped"
-
-    @property
-    def terminal(self) -> bool:
-        return self in (NodeState.FINISHED, NodeState.FAILED, NodeState.STOPPED)
-
-    @property
-    def live(self) -> bool:
-        """Registered and not ended: it holds a connection and may hold a process."""
-        return self in (NodeState.REGISTERED, NodeState.RUNNING)
 
 
 TERMINAL = frozenset({RunState.FINISHED, RunState.FAILED, RunState.STOPPED})

@@ -4,8 +4,8 @@ nodes do not share. Pure functions of their arguments, like ``diagnose``."""
 
 from __future__ import annotations
 
-from ..node.ctx import SHARED_STORAGE
 from ..wire.orphans import Leftover
+from ..wire.paths import SHARED_STORAGE
 from .finding import BLOCKER, WARNING, Finding, tail
 
 

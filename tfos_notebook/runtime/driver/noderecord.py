@@ -8,9 +8,9 @@ from typing import Any, Protocol
 
 from ..wire import messages as m
 from ..wire.filetail import Chunk
+from ..wire.states import NodeState
 from .errors import NodeError
 from .finding import Finding
-from .lifecycle import NodeState
 
 
 class Conn(Protocol):

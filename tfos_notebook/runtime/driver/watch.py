@@ -8,8 +8,8 @@ import platform
 import time
 from dataclasses import replace
 
-from ..node.ctx import installed_versions
 from ..wire.orphans import Leftover
+from ..wire.versions import installed_versions
 from . import preflight
 from .diagnose import Snapshot, diagnose, slot_wait_finding
 from .events import EventStream, FindingRaised

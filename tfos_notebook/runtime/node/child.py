@@ -17,21 +17,11 @@ from __future__ import annotations
 import json
 import os
 import pickle
-import signal
 import sys
 import threading
-import time
 import traceback
 
-WATCHDOG_SECS = 0.5  # how often the child checks that its node is alive
-
-
-def watch_parent(parent: int, interval: float = WATCHDOG_SECS) -> None:
-    """Kill this process and its whole process group as soon as ``parent`` is no longer its parent
-    (it died). Run it on a daemon thread of a process started with ``start_new_session=True``."""
-    while os.getppid() == parent:
-        time.sleep(interval)  # polling: nothing tells a process that its parent died
-    os.killpg(0, signal.SIGKILL)
+from ..wire.watchdog import watch_parent
 
 
 def _write_result(path: str, outcome: tuple) -> None:

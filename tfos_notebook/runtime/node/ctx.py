@@ -4,61 +4,11 @@ from __future__ import annotations
 
 import getpass
 import json
-import os
-import sys
-import urllib.parse
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-HADOOP_SCHEMES = ("adl://", "abfs://", "abfss://", "dbfs:/", "file://", "gs://", "hdfs://", "oss://", "s3://",
-                  "s3a://", "s3n://", "swift://", "viewfs://", "wasb://", "wasbs://")
-
-FOREGROUND_ROLES = ("chief", "master", "worker")
-
-SHARED_STORAGE = ("hdfs://, dbfs:/ (or /dbfs/...), s3a://, gs://, abfss://, or a directory mounted at the same "
-                  "path on every host and the driver (NFS)")
-
-
-def is_shared_logdir(path: str | None) -> bool:
-    """Whether a run's log directory is storage the nodes and the driver share (a URI such as
-    ``hdfs://``, ``dbfs:/``, ``s3a://``, or a ``/dbfs/`` FUSE path): nodes then write there directly
-    and the driver mirrors it. A plain path or a ``file://`` URI is a directory on each node's own
-    disk (each host has its own ``file://``), whose new bytes the nodes ship to the driver over the
-    control channel."""
-    return bool(path) and local_path(path) is None
-
-
-def local_path(path: str | None) -> str | None:
-    """The filesystem path of a plain path or ``file://`` URI (``/dbfs/`` FUSE paths excepted: they
-    are shared by definition), else None (``hdfs://``, ``dbfs:/``, ``s3a://``...)."""
-    if not path or path.startswith(("dbfs:", "/dbfs/")):
-        return None
-    if path.startswith("file:"):
-        return urllib.parse.urlparse(path).path or "/"
-    return None if "://" in path else path
-
-
-def resolve_on_driver(path: str | None) -> str | None:
-    """``path`` with a relative local path made absolute against the driver's working directory
-    (a node would otherwise resolve it inside its own temporary work directory)."""
-    local = local_path(path)
-    if local is None or os.path.isabs(local):
-        return path
-    return os.path.abspath(local)
-
-
-def run_log_dir(log_dir: str | None, run_id: str) -> str | None:
-    """The directory one run writes its events to: ``<log_dir>/<run_id>``, so that a re-run never
-    appends to the curves of the last one, while TensorBoard on ``log_dir`` itself still shows
-    every run side by side (as ``<run_id>/chief_0``...). None stays None (a temporary directory)."""
-    if not log_dir:
-        return None
-    return f"{log_dir.rstrip('/')}/{run_id}"
-
-
-def node_dir_name(role: str, index: int) -> str:
-    """The log subdirectory (and TensorBoard run) of one node: ``chief_0``, ``worker_1``..."""
-    return f"{role}_{index}"
+from ..wire.paths import HADOOP_SCHEMES
+from ..wire.plan import FOREGROUND_ROLES
 
 
 def absolute_path(default_fs: str, working_dir: str, path: str) -> str:
@@ -170,7 +120,7 @@ class NodeContext:
 
         Arrays of equal length become dimensions (``array<array<float>>`` 28x28 -> ``[None, 28, 28]``),
         strings and binary become ``tf.string``. Raises ``FeedError`` without InputMode.SPARK, for
-        nulls, ragged arrays or types TensorFlow cannot hold (see runtime.feed.datafeed for
+        nulls, ragged arrays or types TensorFlow cannot hold (see runtime.node.feed.datafeed for
         MultiWorkerMirroredStrategy and uneven data).
         """
         from .feed.datafeed import feed_of, make_dataset
@@ -252,29 +202,6 @@ class NodeContext:
         state["_status"] = None
         state["_flusher"] = None
         return state
-
-
-def tf_keras_installed() -> bool:
-    """Whether tf-keras is installed here. Nodes then run ``tf.keras`` as tf-keras
-    (``TF_USE_LEGACY_KERAS=1``), as Keras 3's multi-worker ``fit`` is broken, and whatever reads
-    their checkpoints must use it too."""
-    import importlib.util
-
-    return importlib.util.find_spec("tf_keras") is not None
-
-
-def installed_versions() -> dict[str, str]:
-    """This Python's version and the installed TensorFlow's (without importing it)."""
-    from importlib import metadata
-
-    tf = ""
-    for dist in ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tf-nightly"):
-        try:
-            tf = metadata.version(dist)
-            break
-        except metadata.PackageNotFoundError:
-            continue
-    return {"python": ".".join(map(str, sys.version_info[:3])), "tensorflow": tf}
 
 
 def tf_config(cluster_spec: dict[str, list[str]], job_name: str, task_index: int) -> str:

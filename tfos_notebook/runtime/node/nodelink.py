@@ -13,9 +13,9 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict
 
-from ..driver.errors import ChannelError
 from ..wire import channel
 from ..wire import messages as m
+from ..wire.errors import ChannelError
 
 log = logging.getLogger(__name__)
 

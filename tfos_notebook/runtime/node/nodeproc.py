@@ -12,15 +12,15 @@ import sys
 import threading
 from typing import TYPE_CHECKING
 
-from ..driver.errors import ChannelError
 from ..wire import channel
 from ..wire import messages as m
+from ..wire.errors import ChannelError
 from ..wire.timeouts import Deadline
-from .ctx import tf_keras_installed
+from ..wire.versions import tf_keras_installed
 
 if TYPE_CHECKING:
-    from .feed.instage_task import LocalFeed
-    from .task import NodePlan
+    from ..wire.plan import NodePlan
+    from .feed.localfeed import LocalFeed
 
 log = logging.getLogger(__name__)
 

@@ -18,68 +18,23 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlparse
 
-from ..driver import storage
 from ..wire import channel
 from ..wire import messages as m
 from ..wire.orphans import kill_attempts_before, pid_dir
+from ..wire.paths import is_shared_logdir, local_path, node_dir_name
+from ..wire.plan import FOREGROUND_ROLES, NodePlan
 from ..wire.procs import kill_process_group
-from .ctx import (
-    FOREGROUND_ROLES,
-    NodeContext,
-    installed_versions,
-    is_shared_logdir,
-    local_path,
-    node_dir_name,
-    tf_config,
-)
+from ..wire.versions import installed_versions
+from .ctx import NodeContext, tf_config
+from .feed.localfeed import LocalFeed
 from .gpusampler import GpuSampler
 from .logship import LogShipper
 from .nodelink import Orders, read_result, report_leftovers, result_message
 from .nodeproc import Forwarder, pump_lines, pump_status, spawn_child
 
-if TYPE_CHECKING:
-    from .feed.instage_task import LocalFeed
-
 log = logging.getLogger(__name__)
-
-
-
-@dataclass
-class NodePlan:
-    """Everything a node needs, shipped to the executors in the task closure (pickled by Spark)."""
-
-    run_id: str
-    server_host: str
-    server_port: int
-    secret: bytes
-    main_fun: Any
-    args: Any
-    roles: list[tuple[str, int]]
-    default_fs: str
-    working_dir: str
-    model_dir: str | None = None
-    model_dir_probe: str | None = None  # storage.write_probe: the driver's file in a local model dir
-    log_dir: str | None = None
-    env: dict[str, str] = field(default_factory=dict)
-    legacy_keras: bool | None = None
-    attempt: int = 0
-    stop_grace_secs: float = 5.0
-    feed_buffer_bytes: int = 0  # > 0: InputMode.SPARK, chief and workers serve a data feed this big
-    instage: Any = None  # feed.instage.InStage: each node's own task feeds it its partition
-
-    def __call__(self, task: int, gpus: list[str]) -> dict:  # the barrier task's body (SparkBackend.barrier)
-        return run_node(self, task, gpus)
-
-    def fed(self, task: int, gpus: list[str], items: Iterator) -> Iterator:
-        """The barrier task's body over data (``SparkBackend.barrier_over``): the node, fed its partition."""
-        from .feed.instage_task import run_fed_node
-
-        return run_fed_node(self, task, gpus, items)
 
 
 def spark_executor_id() -> str:
@@ -93,6 +48,12 @@ def spark_executor_id() -> str:
     if os.path.basename(os.path.dirname(cwd)).startswith("app-"):
         return os.path.basename(cwd)
     return "driver"
+
+
+def sees_probe(probe: str | None) -> bool:
+    """Whether the driver's probe file in a local model dir is visible here (True when nothing is
+    probed): the model dir is shared only if every node sees it (see driver/storage.py)."""
+    return probe is None or os.path.exists(probe)
 
 
 def node_log_dir(plan: NodePlan, role: str, index: int, workdir: str) -> tuple[str, bool]:
@@ -133,7 +94,7 @@ def run_node(plan: NodePlan, task: int, gpus: list[str], local_feed: LocalFeed |
         port = reservation.getsockname()[1]
         conn.send(m.encode(m.Register(task=task, attempt=plan.attempt, host=host, port=port, pid=os.getpid(),
                                       gpus=tuple(gpus), executor_id=spark_executor_id(), hostname=socket.gethostname(),
-                                      sees_model_dir=storage.sees(plan.model_dir_probe), **installed_versions())))
+                                      sees_model_dir=sees_probe(plan.model_dir_probe), **installed_versions())))
         started = threading.Event()
         reporter = threading.Thread(target=report_leftovers, args=(plan.run_id, conn, host, started), daemon=True)
         reporter.start()

@@ -33,7 +33,7 @@ from typing import Any
 
 import msgpack
 
-from ..driver.errors import ChannelError
+from .errors import ChannelError
 
 
 class MalformedFrame(ChannelError):

@@ -17,9 +17,9 @@ import json
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any, ClassVar
 
-from ..driver.errors import ChannelError
 from . import checks as c
 from .checks import Check
+from .errors import ChannelError
 
 # Heartbeats: the driver pings every registered node each HEARTBEAT_SECS; a node it has not heard
 # from (any message) for NODE_SILENT_SECS is lost with its host (a cut network, a frozen machine),

@@ -1,4 +1,5 @@
-"""Processes left behind by earlier runs, found and (on request) killed on every executor host.
+"""Processes left behind by earlier runs, found and (on request) killed on one host: a node scans
+its own before it starts, the cleanup (``driver/cleanup.py``) every host of the cluster.
 
 Every node's processes carry ``TFOS_RUN_ID`` (and ``TFOS_TASK``) in their environment, and every
 node records its child under ``pid_dir()`` with its own pid. A process marked with a run whose
@@ -13,13 +14,10 @@ import json
 import logging
 import os
 import socket
-import time
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 import psutil
 
-from ..driver.spark import backend_for
 from .gpus import GpuProcess, gpu_processes
 from .timeouts import Deadline
 
@@ -178,41 +176,3 @@ def kill_attempts_before(run_id: str, attempt: int) -> list[int]:
             _kill(proc.pid, grace=1.0)
             killed.append(proc.pid)
     return killed
-
-
-class _ScanTask:
-    """The body of each task of the leftover scan: this host's leftovers, as dicts."""
-
-    def __init__(self, exclude_runs: list[str], kill: bool, driver_host: str) -> None:
-        self.exclude_runs, self.kill, self.driver_host = exclude_runs, kill, driver_host
-
-    def __call__(self, _partition: int, _gpus: list[str]) -> dict:
-        found = scan_host(set(self.exclude_runs), self.kill, address=address_towards(self.driver_host))
-        return {"leftovers": [asdict(x) for x in found]}
-
-
-def scan_cluster(spark: Any, exclude_runs: set[str] | frozenset[str] = frozenset(), kill: bool = False,
-                 timeout: float = 60.0) -> list[Leftover]:
-    """Leftovers on every executor host (and the driver's): one barrier task per slot, so every
-    executor runs one. Exported as ``tfos_notebook.cleanup(sc, kill=True)``.
-
-    Args:
-        spark: a SparkContext, a classic SparkSession or a ``SparkBackend``.
-        exclude_runs: active runs whose processes must be left alone (runs with a live node on a
-            host are left alone anyway).
-        kill: terminate the leftovers of our runs (foreign GPU holders are only reported).
-
-    Raises ``TimeoutError`` when the slots are busy for longer than ``timeout``."""
-    backend = backend_for(spark)
-    slots = max(1, backend.cluster().total_slots)
-    driver_host = backend.driver_host()
-    task = _ScanTask(sorted(exclude_runs), kill, driver_host)
-    job = backend.submit(f"tfos-cleanup-{time.time_ns()}", "tfos_notebook leftover scan",
-                         lambda: backend.barrier(slots, task))
-    if not job.join(timeout):
-        job.cancel()
-        raise TimeoutError(f"the leftover scan did not get {slots} free slots within {timeout:.0f}s")
-    rows = [row for answer in job.result() for row in answer["leftovers"]]
-    local = [asdict(x) for x in scan_host(exclude_runs, kill, address=driver_host)]
-    unique = {(r["host"], r["pid"]): r for r in [*rows, *local]}
-    return [Leftover(**{**r, "gpus": tuple(r["gpus"])}) for r in unique.values()]

@@ -18,11 +18,11 @@ import threading
 import time
 from typing import Any
 
-from ...node.ctx import FOREGROUND_ROLES
 from ...wire.feed.codec import schema_for_sample
 from ...wire.feed.protocol import CONNECTION_ERRORS, tell
 from ...wire.feed.tasks import RECORD_DDL, TASK_TIMEOUT_MARGIN, InferFeed, TrainFeed
 from ...wire.messages import FeedReport, FeedServing
+from ...wire.plan import FOREGROUND_ROLES
 from ...wire.timeouts import Deadline
 from ..errors import FeedError, FeedTimeout, SparkJobError, TFOSError
 from ..events import EpochFed, FeedPlanned, FeedProgress

@@ -17,7 +17,8 @@ Inference: the node's task sends its rows and reads the predictions back on the 
 they leave the barrier stage as the task's output (Arrow IPC bytes per batch for a DataFrame, one
 value per row for an RDD) and reach the driver, which makes them a DataFrame / RDD again.
 
-This module is the driver's side; ``instage_task`` is what each barrier task does.
+This module is the driver's side; ``node/feed/instage_task`` is what each barrier task does, and
+``wire/feed/stage`` what they share.
 """
 
 from __future__ import annotations
@@ -25,39 +26,19 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from ...node.ctx import FOREGROUND_ROLES
+from ...wire.feed.stage import FEED_KEY, OUTPUT_DDL, InStage
+from ...wire.plan import FOREGROUND_ROLES
 from ..errors import FeedError
 
-#: The column that carries a DataFrame row's destination through the shuffle (dropped after).
-FEED_KEY = "_tfos_feed_key"
-#: What a DataFrame's barrier tasks return: one row per summary (train) or result batch (infer).
-OUTPUT_DDL = "task int, payload binary"
-OUTPUT_SCHEMA = pa.schema([("task", pa.int32()), ("payload", pa.binary())])
+if TYPE_CHECKING:
+    from ...wire.plan import NodePlan
+
 HASH_SEED = 42  # Spark's seed for hash partitioning (Murmur3Hash in HashPartitioning)
 
-
-@dataclass(frozen=True)
-class InStage:
-    """What the nodes need to feed themselves; travels in ``NodePlan``.
-
-    ``mode``: ``train`` or ``infer``; ``kind``: ``df`` (Arrow batches) or ``rdd`` (rows, made
-    batches with ``rdd_schema``); ``sample``: one row (or the schema) for ``ctx.dataset``'s types;
-    ``timeout``: seconds a node may take no data before its task gives up."""
-
-    mode: str
-    kind: str
-    epochs: int
-    sample: bytes
-    rdd_schema: bytes | None = None
-    keep: tuple[str, ...] = ()
-    timeout: float = 600.0
-
-
-# -- driver side ---------------------------------------------------------------------------------
 
 def _murmur3_int(value: int, seed: int = HASH_SEED) -> int:
     """Spark's ``Murmur3_x86_32.hashInt`` (what ``hash(col)`` and hash partitioning compute)."""
@@ -180,7 +161,7 @@ class InStageFeed:
         return (f"in-stage: each node's own task feeds it its partition ({what}; no extra task slot, "
                 "later epochs replayed from a node-local spill)")
 
-    def run_stage(self, backend, plan) -> None:
+    def run_stage(self, backend, plan: NodePlan) -> None:
         """The barrier stage over the spread data (the body of each attempt's Spark job)."""
         outputs = backend.barrier_over(self.spread, plan.fed, OUTPUT_DDL)
         self.summaries, self.batches = collect_outputs(self.spec.kind, outputs)

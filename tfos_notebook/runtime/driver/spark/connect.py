@@ -75,7 +75,7 @@ class ProbeTask:
         import pyarrow as pa
         from pyspark import TaskContext
 
-        from ...node.ctx import installed_versions
+        from ...wire.versions import installed_versions
 
         for _ in batches:
             pass

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from ...driver.errors import FeedError
+from ...wire.errors import FeedError
 from ...wire.feed.codec import batch_to_rows, results_to_batch
 from .queue import Piece
 

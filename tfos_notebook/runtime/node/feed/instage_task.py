@@ -1,4 +1,4 @@
-"""The barrier task of a node fed in-stage (see ``feed.instage``): the node runs on a thread while
+"""The barrier task of a node fed in-stage (see ``driver/feed/instage.py``): the node runs on a thread while
 the task streams its partition to the node's own data feed over loopback, epoch after epoch
 (later epochs from a node-local Arrow spill), or sends its rows for inference and returns the
 predictions as the task's output."""
@@ -16,33 +16,16 @@ from typing import Any
 
 import pyarrow as pa
 
-from ...driver.errors import FeedError
-from ...driver.feed.instage import FEED_KEY, OUTPUT_SCHEMA, InStage
+from ...wire.errors import FeedError
 from ...wire.feed.codec import batch_bytes, batches_of_rows, result_values
 from ...wire.feed.protocol import FRAME_BYTES, tell
+from ...wire.feed.stage import FEED_KEY, OUTPUT_SCHEMA, InStage
 from ...wire.feed.tasks import TASK_TIMEOUT_MARGIN, InferFeed, TrainFeed
-from ..ctx import FOREGROUND_ROLES
+from ...wire.plan import FOREGROUND_ROLES, NodePlan
+from ..task import run_node
+from .localfeed import LocalFeed
 
 log = logging.getLogger(__name__)
-
-
-class LocalFeed:
-    """Where this node's own data feed listens, once its process serves it (None if it never does)."""
-
-    def __init__(self) -> None:
-        self._ready = threading.Event()
-        self.address: tuple[str, int] | None = None
-
-    def serving(self, host: str, port: int) -> None:
-        self.address = (host, port)
-        self._ready.set()
-
-    def ended(self) -> None:
-        self._ready.set()
-
-    def wait(self) -> tuple[str, int] | None:
-        self._ready.wait()
-        return self.address
 
 
 class _Spill:
@@ -124,11 +107,9 @@ def _join(kept: pa.RecordBatch, results: pa.RecordBatch) -> pa.RecordBatch:
                                       names=[*kept.schema.names, *results.schema.names])
 
 
-def run_fed_node(plan, task: int, gpus: list[str], items: Iterator) -> Iterator:
+def run_fed_node(plan: NodePlan, task: int, gpus: list[str], items: Iterator) -> Iterator:
     """A node whose barrier task also feeds it: the node runs on a thread while this task streams
     its partition; yields what the task returns (a summary, or the predictions)."""
-    from ..task import run_node
-
     spec: InStage = plan.instage
     local = LocalFeed()
     outcome: dict[str, Any] = {}

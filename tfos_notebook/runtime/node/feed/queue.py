@@ -40,7 +40,7 @@ class Chunk:
         if name not in self._arrays:
             idx = self.batch.schema.get_field_index(name)
             if idx < 0:
-                from ...driver.errors import FeedError
+                from ...wire.errors import FeedError
 
                 raise FeedError(f"the fed data has no column {name!r}; it has {self.batch.schema.names}")
             self._arrays[name] = column_to_numpy(self.batch.column(idx), name)

@@ -22,8 +22,8 @@ from typing import IO, Any
 
 import pyarrow as pa
 
-from ...driver.errors import FeedError
 from ...wire import channel
+from ...wire.errors import FeedError
 from ...wire.feed.codec import batch_bytes, read_stream
 from ...wire.feed.protocol import MAX_FRAME
 from ...wire.messages import FeedReport, FeedServing, to_json

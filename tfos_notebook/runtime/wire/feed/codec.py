@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from ...driver.errors import FeedError
+from ..errors import FeedError
 
 KIND_KEY = b"tfos.kind"
 NDARRAY_KEY = b"tfos.ndarray"  # field metadata: the RDD held numpy arrays here, DataFeed gives them back

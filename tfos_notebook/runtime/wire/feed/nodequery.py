@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import logging
 
-from ...driver.errors import ChannelError
-from ...driver.lifecycle import NodeState
 from .. import channel
 from .. import messages as m
+from ..errors import ChannelError
+from ..states import NodeState
 from ..timeouts import Deadline
 
 log = logging.getLogger(__name__)

@@ -28,8 +28,8 @@ import socket
 
 import pyarrow as pa
 
-from ...driver.errors import ChannelError, FeedError
 from .. import channel
+from ..errors import ChannelError, FeedError
 from .codec import batch_bytes
 
 MAX_FRAME = 256 << 20

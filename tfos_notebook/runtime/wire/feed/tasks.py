@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from ...driver.errors import ChannelError, FeedError, FeedTimeout
+from ..errors import ChannelError, FeedError, FeedTimeout
 from .codec import batches_of_rows, result_values, slices
 from .nodequery import ask_driver
 from .protocol import CONNECTION_ERRORS, FRAME_BYTES, MAX_FRAME, FeedClient
