@@ -31,7 +31,8 @@ from .outcome import RunOutcome
 from .roles import plan_roles
 from .spark import backend_for
 from .storage import resolve_on_driver, run_log_dir
-from .supervisor import FileSink, Supervisor
+from .supervised import FileSink
+from .supervisor import Supervisor
 from .watch import LiveDiagnosis
 
 QUERY_GRACE_SECS = 300.0  # a failed run's control server answers its inference tasks this long (see release)

@@ -13,13 +13,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Protocol
 
 from ..wire import messages as m
 from ..wire.filetail import Chunk
-from ..wire.plan import NodePlan
 from ..wire.states import NodeState
 from ..wire.timeouts import Deadline
 from ..wire.watchdog import WATCHDOG_SECS as CHILD_WATCHDOG_SECS
@@ -36,57 +33,16 @@ from .errors import (
 from .events import LaunchSubmitted, ModelDirUnshared
 from .finding import Finding, blockers
 from .heartbeat import Heartbeat
-from .lifecycle import Lifecycle, RunState
+from .lifecycle import RunState
 from .nodefindings import unshared_finding
 from .noderecord import NodeRecord
-from .spark import SparkBackend, SparkJob, error_summary
-
-if TYPE_CHECKING:
-    from .events import EventStream
-    from .feed.feeder import Feeder
-    from .feed.instage import InStageFeed
-    from .watch import LiveDiagnosis
+from .spark import SparkJob, error_summary
+from .supervised import SupervisedRun
 
 log = logging.getLogger(__name__)
 
 WATCH_INTERVAL = 0.25  # how often the supervisor looks at a running attempt
 CANCEL_MARGIN = 2.0  # seconds past the stop grace before an ending attempt's job is cancelled
-
-
-FileSink = Callable[[str, list[Chunk]], dict[str, int]]
-
-
-class SupervisedRun(Protocol):
-    """What the supervisor reads of its run (``launch.Run``)."""
-
-    run_id: str
-    name: str
-    roles: list[tuple[str, int]]
-    backend: SparkBackend
-    events: EventStream
-    lifecycle: Lifecycle
-    diagnosis: LiveDiagnosis
-    feeder: Feeder | None
-    instage: InStageFeed | None
-    model_dir: str | None
-    reservation_timeout: float
-    retries: int
-    stall_secs: float
-    stop_grace_secs: float
-    background_grace_secs: float
-
-    @property
-    def attempt(self) -> int: ...
-
-    @property
-    def job_group(self) -> str: ...
-
-    @property
-    def file_sink(self) -> FileSink | None: ...
-
-    def plan(self, attempt: int) -> NodePlan: ...
-
-    def release(self) -> None: ...
 
 
 class Supervisor:
