@@ -162,6 +162,31 @@ def test_the_node_code_a_barrier_task_runs_is_named_in_the_node_package():
         assert function in defined, f"{module} defines no {function}()"
 
 
+def _top_level_names(path: Path) -> set[str]:
+    names = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return names
+
+
+def test_every_name_a_package_exports_on_first_use_is_where_its_export_says():
+    import importlib
+
+    mods = modules()
+    wrong = []
+    for package in ("tfos_notebook", "tfos_notebook.runtime", "tfos_notebook.notebook", "tfos_notebook.tensorboard"):
+        for name, (module, attr) in importlib.import_module(package)._EXPORTS.items():
+            target = importlib.util.resolve_name(module, package)
+            if target not in mods or attr is not None and attr not in _top_level_names(mods[target]):
+                wrong.append(f"{package}.{name} -> {target}.{attr}")
+    assert wrong == []
+
+
 def test_the_driver_loads_none_of_the_nodes_modules():
     loaded = loaded_after("import tfos_notebook.runtime.driver.launch")
     assert "tfos_notebook.runtime.driver.launch" in loaded

@@ -28,7 +28,7 @@ _EXPORTS = {
     "InputMode": (".peers.tfcluster", "InputMode"),
     "Run": (".runtime.driver.launch", "Run"),
     "NodeContext": (".runtime.node.ctx", "NodeContext"),
-    "cleanup": (".runtime.wire.orphans", "scan_cluster"),
+    "cleanup": (".runtime.driver.cleanup", "scan_cluster"),
     **{name: (".runtime.driver.errors", name) for name in (
         "ConfigError", "FeedError", "FeedTimeout", "LaunchError", "NodeError", "PreflightError",
         "ReservationTimeout", "RunStopped", "SparkJobError", "TFOSError")},

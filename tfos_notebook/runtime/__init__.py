@@ -20,7 +20,8 @@ _EXPORTS = {
     **{name: (".driver.diagnose", name) for name in ("Snapshot", "diagnose")},
     **{name: (".driver.launch", name) for name in ("Run",)},
     **{name: (".driver.roles", name) for name in ("plan_roles",)},
-    **{name: (".driver.lifecycle", name) for name in ("NodeState", "RunState")},
+    "NodeState": (".wire.states", "NodeState"),
+    "RunState": (".driver.lifecycle", "RunState"),
     **{name: (".driver.errors", name) for name in (
         "ConfigError", "FeedError", "FeedTimeout", "LaunchError", "NodeError", "PreflightError",
         "ReservationTimeout", "ResultError", "RunStopped", "SparkJobError", "TFOSError")},
