@@ -119,10 +119,11 @@ def test_the_checker_sees_a_cycle():
 
 
 def test_the_checker_sees_imports_inside_functions_and_type_checking_blocks():
-    module_level = import_graph()["tfos_notebook.runtime.driver.launch"]
-    every = import_graph(_every_import)["tfos_notebook.runtime.driver.launch"]
-    assert "tfos_notebook.runtime.driver.feed.feeder" not in module_level  # imported in Run.__init__
-    assert "tfos_notebook.runtime.driver.feed.feeder" in every
+    module_level, every = import_graph(), import_graph(_every_import)
+    launch, supervised = "tfos_notebook.runtime.driver.launch", "tfos_notebook.runtime.driver.supervised"
+    feeder, watch = "tfos_notebook.runtime.driver.feed.feeder", "tfos_notebook.runtime.driver.watch"
+    assert feeder not in module_level[launch] and feeder in every[launch]  # imported in Run.__init__
+    assert watch not in module_level[supervised] and watch in every[supervised]  # under TYPE_CHECKING
 
 
 def test_no_module_level_import_cycle():
