@@ -236,6 +236,17 @@ def test_a_nodes_child_unpickles_a_cell_without_pyspark_numpy_or_pyarrow():
     assert [m for m in loaded if m.split(".")[0] in ("pyspark", "numpy", "pyarrow")] == []
 
 
+def test_a_nodes_child_imports_the_package_from_the_folder_that_holds_it():
+    # Not from inside it: tfos_notebook/ on the child's path would make ``import tensorboard`` find
+    # tfos_notebook/tensorboard/.
+    from tfos_notebook.runtime.node.nodeproc import _child_env
+    from tfos_notebook.runtime.wire.plan import NodePlan
+
+    plan = NodePlan("r", "127.0.0.1", 1, b"s", None, None, [("chief", 0)], "file:///", "/tmp")
+    first = _child_env(plan, 0, [])["PYTHONPATH"].split(os.pathsep)[0]
+    assert first == str(PACKAGE.parent)
+
+
 def _pickled_cell() -> bytes:
     import cloudpickle
 

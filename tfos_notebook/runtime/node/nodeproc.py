@@ -113,7 +113,9 @@ def _child_env(plan: NodePlan, task: int, gpus: list[str]) -> dict:
     # The child must import this package the same way the Python worker did, but not pyspark
     # from Spark's pyspark.zip when an installed copy exists: zipimport compiles every module from
     # source on each start, which costs about a second per node.
-    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    here = os.path.abspath(__file__)
+    for _ in __name__.split("."):  # up to the folder that holds the package
+        here = os.path.dirname(here)
     paths = [here, *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
     if _installed_pyspark(paths):
         paths = [p for p in paths if not _is_spark_zip(p)]
