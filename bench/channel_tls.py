@@ -21,8 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tfos_notebook.runtime import channel  # noqa: E402
-from tfos_notebook.runtime.tls import new_identity  # noqa: E402
+from tfos_notebook.runtime.wire import channel  # noqa: E402
+from tfos_notebook.runtime.wire.tls import new_identity  # noqa: E402
 
 FRAME = 4 << 20
 WINDOW = 64 << 20

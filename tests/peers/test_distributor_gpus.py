@@ -14,7 +14,7 @@ import pytest
 
 from tfos_notebook import MirroredStrategyRunner
 from tfos_notebook.peers.distributor import split_slots
-from tfos_notebook.runtime.events import FindingRaised, GpuAssigned
+from tfos_notebook.runtime.driver.events import FindingRaised, GpuAssigned
 
 pytestmark = pytest.mark.cluster
 

@@ -11,9 +11,9 @@ import threading
 import pytest
 from procs import eventually
 
-from tfos_notebook.runtime import channel
-from tfos_notebook.runtime.errors import ChannelError
-from tfos_notebook.runtime.tls import new_identity
+from tfos_notebook.runtime.wire import channel
+from tfos_notebook.runtime.wire.errors import ChannelError
+from tfos_notebook.runtime.wire.tls import new_identity
 
 IDENTITY = new_identity()
 MARKER = b"readable-if-not-encrypted-7f3a"

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from tfos_notebook import MirroredStrategyRunner, PreflightError, Run
-from tfos_notebook.runtime.diagnose import Snapshot, diagnose
-from tfos_notebook.runtime.events import FindingRaised
-from tfos_notebook.runtime.finding import BLOCKER, WARNING
+from tfos_notebook.runtime.driver.diagnose import Snapshot, diagnose
+from tfos_notebook.runtime.driver.events import FindingRaised
+from tfos_notebook.runtime.driver.finding import BLOCKER, WARNING
 
 
 def fed_ids(args, ctx):

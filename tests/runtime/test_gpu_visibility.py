@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from tfos_notebook import ConfigError
-from tfos_notebook.runtime.gpus import visible_devices
-from tfos_notebook.runtime.launch import node_gpu_counts
+from tfos_notebook.runtime.driver.launch import node_gpu_counts
+from tfos_notebook.runtime.wire.gpus import visible_devices
 
 
 @pytest.mark.parametrize(("addresses", "inherited", "devices"), [

@@ -18,11 +18,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..runtime.errors import PreflightError
-from ..runtime.finding import Finding
-from ..runtime.gpus import visible_devices
-from ..runtime.launch import ConfigError, Run
-from ..runtime.spark import active_session, backend_for, is_connect
+from ..runtime.driver.errors import PreflightError
+from ..runtime.driver.finding import Finding
+from ..runtime.driver.launch import ConfigError, Run
+from ..runtime.driver.spark import active_session, backend_for
+from ..runtime.wire.gpus import visible_devices
 
 
 def call_train_fn(train_fn: Callable[..., Any], use_custom_strategy: bool, kwargs: dict[str, Any]) -> Any:
@@ -109,10 +109,11 @@ class MirroredStrategyRunner:
 
         Raises:
             ConfigError: the session is a Spark Connect one, which has no SparkContext."""
-        if is_connect(self.spark):
+        sc = self.backend.spark_context()
+        if sc is None:
             raise ConfigError("runner.sc: a Spark Connect session has no SparkContext; read the conf with "
                               "runner.spark.conf.get(key) instead")
-        return self.spark.sparkContext if hasattr(self.spark, "sparkContext") else self.spark
+        return sc
 
     def get_num_tasks(self) -> int:
         """Spark tasks a distributed run uses: ``ceil(num_slots / spark.task.resource.gpu.amount)``

@@ -1,0 +1,267 @@
+"""The Spark backend on a SparkContext (a classic session: local, standalone, YARN, Kubernetes,
+Databricks single-user clusters).
+
+This module is the only one in the package that reaches into the SparkContext's JVM: the status
+store (executors, failed task attempts), the scheduler's free slots, job groups and the Hadoop
+configuration and filesystems.
+"""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+import threading
+from typing import Any
+
+from .backend import (
+    BarrierFn,
+    ClusterView,
+    DataBarrierFn,
+    ExecutorInfo,
+    HadoopFileSystem,
+    SparkBackend,
+    barrier_task_context,
+    is_connect,
+)
+
+#: How many task attempts of one stage attempt ``task_errors`` reads from the status store.
+log = logging.getLogger(__name__)
+
+TASKS_PER_STAGE = 100
+
+
+class ClassicBackend(SparkBackend):
+    """:class:`SparkBackend` on a SparkContext. Tags are job groups; the cluster is read from the
+    JVM status store, so its figures are exact."""
+
+    kind = "classic"
+
+    # A process has one SparkContext at a time: the backend of the latest one asked for is kept.
+    _latest: ClassicBackend | None = None
+    _lock = threading.Lock()
+
+    def __init__(self, sc: Any) -> None:
+        self.sc = sc
+
+    @classmethod
+    def of(cls, spark: Any) -> ClassicBackend:
+        """The backend of ``spark`` (a SparkContext or a classic SparkSession); calls with the
+        process's current SparkContext all get the same one.
+
+        Raises:
+            TypeError: ``spark`` is neither (a Spark Connect session has no SparkContext)."""
+        sc = _context_of(spark)
+        with cls._lock:
+            if cls._latest is None or cls._latest.sc is not sc:
+                cls._latest = cls(sc)
+            return cls._latest
+
+    @classmethod
+    def active(cls) -> ClassicBackend | None:
+        """The backend of this process's active SparkContext (a classic SparkSession has one), or None."""
+        from pyspark import SparkContext
+
+        sc = SparkContext._active_spark_context
+        return None if sc is None else cls.of(sc)
+
+    # -- configuration -----------------------------------------------------------------------
+    @property
+    def master(self) -> str:
+        return str(self.sc.master)
+
+    def conf(self, key: str, default: str | None = None) -> str | None:
+        return self.sc.getConf().get(key, default)
+
+    def spark_context(self) -> Any:
+        return self.sc
+
+    def driver_gpus(self) -> list[str]:
+        resources = self.sc.resources
+        return list(resources["gpu"].addresses) if "gpu" in resources else []
+
+    def default_fs(self) -> str:
+        return self.sc._jsc.hadoopConfiguration().get("fs.defaultFS") or "file:///"
+
+    # -- the cluster -------------------------------------------------------------------------
+    def cluster(self, own_tag: str | None = None) -> ClusterView:
+        busy, jobs = self._busy(own_tag)
+        return ClusterView(executors=self._executors(), total_slots=self._total_slots(), busy_slots=busy,
+                           other_jobs=jobs, expected_executors=self._expected_executors())
+
+    def _executors(self) -> tuple[ExecutorInfo, ...]:
+        """The executors registered now (the driver excluded, except in local mode)."""
+        infos = []
+        for e in self._as_java(self.sc._jsc.sc().statusStore().executorList(True)):
+            eid = e.id()
+            if eid == "driver" and not self.master.startswith("local"):
+                continue
+            gpus: tuple[str, ...] = ()
+            resources = self._as_java(e.resources())
+            if resources.containsKey("gpu"):
+                gpus = tuple(resources.get("gpu").addresses())
+            infos.append(ExecutorInfo(eid, e.hostPort().rsplit(":", 1)[0], int(e.totalCores()), gpus))
+        return tuple(infos)
+
+    def _as_java(self, scala_collection: Any) -> Any:
+        """A Scala collection as its Java counterpart (a Seq as a List, a Map as a Map)."""
+        return self.sc._jvm.scala.jdk.javaapi.CollectionConverters.asJava(scala_collection)
+
+    def _total_slots(self) -> int:
+        """Tasks the cluster can run at once for the default resource profile."""
+        jsc = self.sc._jsc.sc()
+        return int(jsc.maxNumConcurrentTasks(jsc.resourceProfileManager().defaultResourceProfile()))
+
+    def _expected_executors(self) -> int | None:
+        if self.master.startswith("local"):
+            return None
+        instances = self.conf("spark.executor.instances")
+        if instances:
+            return int(instances)
+        cores_max, cores = self.conf("spark.cores.max"), self.conf("spark.executor.cores")
+        if cores_max and cores:
+            return int(cores_max) // int(cores)
+        return None
+
+    def _busy(self, own_tag: str | None) -> tuple[int, tuple[str, ...]]:
+        """Slots held by running tasks of other jobs than ``own_tag``'s, and those jobs."""
+        tracker = self.sc.statusTracker()
+        busy, jobs = 0, []
+        own = set(tracker.getJobIdsForGroup(own_tag)) if own_tag else set()
+        for job_id in tracker.getActiveJobsIds():
+            if job_id in own:
+                continue
+            job = tracker.getJobInfo(job_id)
+            if job is None:
+                continue
+            stages = [tracker.getStageInfo(s) for s in job.stageIds]
+            running = sum(stage.numActiveTasks for stage in stages if stage is not None)
+            busy += running
+            described = f" '{description}'" if (description := self._job_description(job_id)) else ""
+            jobs.append(f"job {job_id}{described} ({running} running task(s), stages {list(job.stageIds)})")
+        return busy, tuple(jobs)
+
+    def _job_description(self, job_id: int) -> str:
+        """The job's description (a run's job says which run and attempt it carries), or ""."""
+        try:
+            description = self.sc._jsc.sc().statusStore().job(job_id).description()
+        except Exception as e:  # not in the status store (yet, or any more): an unnamed job
+            log.debug("job %s has no description in the status store: %s", job_id, e)
+            return ""
+        return str(description.get()) if description.isDefined() else ""
+
+    def task_errors(self, tag: str) -> tuple[str, ...]:
+        tracker, store = self.sc.statusTracker(), self.sc._jsc.sc().statusStore()
+        errors = []
+        for job_id in tracker.getJobIdsForGroup(tag):
+            job = tracker.getJobInfo(job_id)
+            for stage_id in (job.stageIds if job else []):
+                stage = tracker.getStageInfo(stage_id)
+                for attempt in range(stage.currentAttemptId + 1 if stage else 0):
+                    for task in self._as_java(store.taskList(stage_id, attempt, TASKS_PER_STAGE)):
+                        message = task.errorMessage()
+                        if message.isDefined():
+                            errors.append(str(message.get()))
+        return tuple(errors)
+
+    # -- jobs --------------------------------------------------------------------------------
+    def set_tag(self, tag: str, description: str) -> None:
+        self.sc.setJobGroup(tag, description, interruptOnCancel=True)
+
+    def clear_tag(self, tag: str) -> None:
+        if self.sc.getLocalProperty("spark.jobGroup.id") == tag:
+            self.sc._jsc.clearJobGroup()
+
+    def cancel(self, tag: str) -> None:
+        self.sc.cancelJobGroup(tag)
+
+    def barrier(self, num_tasks: int, fn: BarrierFn) -> list[dict]:
+        rdd = self.sc.parallelize(range(num_tasks), num_tasks)
+        return rdd.barrier().mapPartitions(BarrierTask(fn)).collect()
+
+    def barrier_over(self, data: Any, fn: DataBarrierFn, schema: str) -> list:
+        from pyspark import RDD
+
+        if isinstance(data, RDD):
+            return data.barrier().mapPartitions(RddBarrierTask(fn)).collect()
+        return super().barrier_over(data, fn, schema)
+
+    # -- storage -----------------------------------------------------------------------------
+    def hadoop_fs(self, uri: str) -> HadoopFileSystem:
+        return JvmHadoopFileSystem(self.sc, uri)
+
+    def __repr__(self) -> str:
+        return f"ClassicBackend({self.master!r})"
+
+
+def _context_of(spark: Any) -> Any:
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    if isinstance(spark, SparkContext):
+        return spark
+    if isinstance(spark, SparkSession):
+        return spark.sparkContext
+    if is_connect(spark):
+        raise TypeError("a Spark Connect session has no SparkContext: the classic Spark backend needs a "
+                        "SparkContext or a classic SparkSession")
+    raise TypeError(f"expected a SparkContext or a SparkSession, got {type(spark).__name__}")
+
+
+class BarrierTask:
+    """The body of each task of :meth:`ClassicBackend.barrier`: calls ``fn(partition id, GPU
+    addresses)`` and yields its dict (``mapPartitions`` wants an iterator)."""
+
+    def __init__(self, fn: BarrierFn) -> None:
+        self.fn = fn
+
+    def __call__(self, _rows: Any) -> Any:
+        yield self.fn(*barrier_task_context())
+
+
+class RddBarrierTask:
+    """The body of each task of :meth:`ClassicBackend.barrier_over` on an RDD: ``fn(partition id,
+    GPU addresses, the partition's rows)``."""
+
+    def __init__(self, fn: DataBarrierFn) -> None:
+        self.fn = fn
+
+    def __call__(self, rows: Any) -> Any:
+        yield from self.fn(*barrier_task_context(), rows)
+
+
+class JvmHadoopFileSystem(HadoopFileSystem):
+    """A directory on any Hadoop filesystem, read through the JVM of a SparkContext with the
+    cluster's Hadoop configuration. Hadoop's checksum side files (``.NAME.crc``) are left out."""
+
+    def __init__(self, sc: Any, uri: str) -> None:
+        self._jvm = sc._jvm
+        path = self._jvm.org.apache.hadoop.fs.Path(uri)
+        self._fs = path.getFileSystem(sc._jsc.hadoopConfiguration())
+        self._path = path
+        qualified = self._fs.makeQualified(path).toUri()
+        self._scheme, self._authority = qualified.getScheme(), qualified.getAuthority()
+        self._root = qualified.getPath().rstrip("/") or "/"
+
+    def list_sizes(self) -> dict[str, int]:
+        if not self._fs.exists(self._path):
+            return {}
+        sizes = {}
+        files = self._fs.listFiles(self._path, True)
+        while files.hasNext():
+            status = files.next()
+            full = status.getPath().toUri().getPath()
+            name = posixpath.basename(full)
+            if name.startswith(".") and name.endswith(".crc"):
+                continue
+            sizes[posixpath.relpath(full, self._root)] = int(status.getLen())
+        return sizes
+
+    def read(self, relpath: str, offset: int, length: int) -> bytes:
+        # Path(scheme, authority, path) takes the name literally (a ':' in it is no scheme).
+        child = self._jvm.org.apache.hadoop.fs.Path(self._scheme, self._authority, f"{self._root}/{relpath}")
+        stream = self._fs.open(child)
+        try:
+            stream.seek(offset)
+            return bytes(self._jvm.org.apache.commons.io.IOUtils.toByteArray(stream, int(length)))
+        finally:
+            stream.close()
