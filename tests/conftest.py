@@ -137,6 +137,21 @@ def standalone_cluster():
     cluster.stop()
 
 
+@pytest.fixture(scope="session")
+def real_gpu_cluster():
+    """One standalone worker offering this machine's real GPUs (addresses 0..N-1, the real indices)
+    and a core per GPU (tests marked ``gpu`` only: they are skipped where no GPU answers)."""
+    import subprocess
+
+    out = subprocess.run(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"], capture_output=True,
+                         text=True, check=True).stdout
+    count = len([line for line in out.splitlines() if line.strip()])
+    cluster = StandaloneCluster(workers=1, cores=count, gpus_per_worker=count).start()
+    yield cluster
+    _slot.stop()
+    cluster.stop()
+
+
 @pytest.fixture
 def standalone(standalone_cluster):
     """A SparkSession on the standalone cluster, with both executors registered."""

@@ -11,7 +11,6 @@ import subprocess
 import pytest
 
 from tfos_notebook import MirroredStrategyRunner
-from tfos_notebook.devcluster import StandaloneCluster
 from tfos_notebook.peers.distributor import split_slots
 
 pytestmark = [pytest.mark.gpu, pytest.mark.cluster]
@@ -21,16 +20,6 @@ def gpu_uuids() -> list[str]:
     out = subprocess.run(["nvidia-smi", "--query-gpu=uuid", "--format=csv,noheader"], capture_output=True,
                          text=True, check=True)
     return [line.strip() for line in out.stdout.splitlines() if line.strip()]
-
-
-@pytest.fixture(scope="module")
-def real_gpu_standalone(spark_slot):
-    """One worker offering this machine's GPUs (fake addresses 0..N-1) and a core per GPU."""
-    count = len(gpu_uuids())
-    cluster = StandaloneCluster(workers=1, cores=count, gpus_per_worker=count).start()
-    yield cluster
-    spark_slot.stop()
-    cluster.stop()
 
 
 def gpus_in_use() -> list[str]:
@@ -56,13 +45,13 @@ def gpus_in_use() -> list[str]:
 
 @pytest.mark.parametrize("all_per_task", [True, False], ids=["one task holds every GPU", "one GPU per task"])
 def test_each_task_trains_on_exactly_its_share_named_through_the_executors_cuda_visible_devices(
-        real_gpu_standalone, spark_slot, all_per_task):
+        real_gpu_cluster, spark_slot, all_per_task):
     import json
 
     uuids = gpu_uuids()
     per_task = len(uuids) if all_per_task else 1
     spark_slot.get(f"real-gpu-{per_task}", {
-        **real_gpu_standalone.spark_conf(gpus_per_task=per_task), "spark.ui.showConsoleProgress": "false",
+        **real_gpu_cluster.spark_conf(gpus_per_task=per_task), "spark.ui.showConsoleProgress": "false",
         "spark.executorEnv.CUDA_VISIBLE_DEVICES": ",".join(reversed(uuids))})
     for num_slots in range(1, min(len(uuids), 4) + 1):
         runner = MirroredStrategyRunner(num_slots=num_slots)

@@ -52,6 +52,15 @@ def echo_server(secret):
     return channel.ControlServer("127.0.0.1", secret, lambda conn, msg: conn.send({"echo": msg}))
 
 
+@pytest.fixture
+def tls_echo():
+    """An echo server of a run whose channels are encrypted, and that run's secret."""
+    secret = channel.RunSecret(channel.new_secret(), IDENTITY)
+    server = echo_server(secret)
+    yield server, secret
+    server.close()
+
+
 @pytest.mark.parametrize("tls", [True, False], ids=["tls", "plain"])
 def test_only_a_tls_channel_hides_what_it_carries_from_the_network(tls):
     secret = channel.RunSecret(channel.new_secret(), IDENTITY if tls else None)
@@ -72,15 +81,11 @@ def test_only_a_tls_channel_hides_what_it_carries_from_the_network(tls):
         server.close()
 
 
-def test_a_client_without_tls_is_dropped_by_a_tls_server():
-    secret = channel.RunSecret(channel.new_secret(), IDENTITY)
-    server = echo_server(secret)
-    try:
-        with pytest.raises((ChannelError, OSError)):  # each waits for the other's hello: the client gives up
-            channel.connect(*server.address, secret.key, timeout=1).recv()
-        assert eventually(lambda: server.rejected == 1, timeout=3)
-    finally:
-        server.close()
+def test_a_client_without_tls_is_dropped_by_a_tls_server(tls_echo):
+    server, secret = tls_echo
+    with pytest.raises((ChannelError, OSError)):  # each waits for the other's hello: the client gives up
+        channel.connect(*server.address, secret.key, timeout=1).recv()
+    assert eventually(lambda: server.rejected == 1, timeout=3)
 
 
 def test_a_client_refuses_a_server_presenting_another_runs_certificate():
@@ -143,19 +148,15 @@ def test_a_reader_and_many_senders_on_each_side_keep_every_message_intact(thread
         server.close()
 
 
-def test_readable_sees_what_tls_already_took_off_the_socket():
-    secret = channel.RunSecret(channel.new_secret(), IDENTITY)
-    server = echo_server(secret)
-    try:
-        conn = channel.connect(*server.address, secret, timeout=5)
-        assert not conn.readable()
-        conn.send({"a": 1})
-        conn.send({"b": 2})
-        assert eventually(conn.readable, timeout=5)
-        assert conn.recv() == {"echo": {"a": 1}}
-        assert eventually(conn.readable, timeout=5)  # the second frame may already sit decrypted in TLS
-        assert conn.recv() == {"echo": {"b": 2}}
-        assert not conn.readable()
-        conn.close()
-    finally:
-        server.close()
+def test_readable_sees_what_tls_already_took_off_the_socket(tls_echo):
+    server, secret = tls_echo
+    conn = channel.connect(*server.address, secret, timeout=5)
+    assert not conn.readable()
+    conn.send({"a": 1})
+    conn.send({"b": 2})
+    assert eventually(conn.readable, timeout=5)
+    assert conn.recv() == {"echo": {"a": 1}}
+    assert eventually(conn.readable, timeout=5)  # the second frame may already sit decrypted in TLS
+    assert conn.recv() == {"echo": {"b": 2}}
+    assert not conn.readable()
+    conn.close()
