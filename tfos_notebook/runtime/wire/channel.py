@@ -175,7 +175,7 @@ def connect(host: str, port: int, secret: Secret, timeout: float = 30.0,
     if identity is not None:
         try:
             sock = TlsSocket.client(sock, identity)
-        except (OSError, ConnectionError):
+        except OSError:  # ssl.SSLError included
             sock.close()
             raise
     conn = Connection(sock, max_frame)
@@ -254,7 +254,7 @@ class ControlServer:
         if self.tls is not None:
             try:
                 sock = TlsSocket.server(sock, self.tls)
-            except (OSError, ConnectionError) as e:  # ssl.SSLError included: not our TLS client
+            except OSError as e:  # ssl.SSLError included: not our TLS client
                 self._reject(Connection(sock, self.max_frame), peer, f"TLS handshake failed: {e}")
                 return
         conn = Connection(sock, self.max_frame)
