@@ -33,7 +33,7 @@ $(PY):
 #   400 MB of jars are compressed already; deflating them again took 16 s instead of 6).
 define install
 	@set -e; \
-	if [ "$(INSTALLER)" = uv ] && { [ -x $(UV) ] || $(PYTHON) -m pip install -q --target $(VENV)/uv uv; }; then \
+	if [ "$(INSTALLER)" = uv ] && { [ -x $(UV) ] || PIP_ROOT_USER_ACTION=ignore $(PYTHON) -m pip install -q --target $(VENV)/uv uv; }; then \
 		printf 'tensorflow\n' > $(VENV)/uv-excludes.txt; \
 		echo "uv pip install -e \".[$(1)]\""; \
 		SKIP_JUPYTER_BUILDER=1 $(UV) pip install -q --python $(PY) --excludes $(VENV)/uv-excludes.txt \
