@@ -11,7 +11,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from ..runtime.events import (
+from ..runtime.driver.events import (
     ClusterReady,
     Event,
     FeedPlanned,
