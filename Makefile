@@ -113,6 +113,8 @@ node_modules/.package-lock.json: package-lock.json labextension/package.json
 
 $(LABEXT_BUILT): $(LABEXT_SOURCES) node_modules/.package-lock.json | $(TEST_STAMP)
 	cd labextension && PATH="$(abspath $(VENV))/bin:$$PATH" $(NPM) run build
+	mkdir -p $(VENV)/share/jupyter/labextensions  # the venv's JupyterLab loads this build
+	ln -sfn "$(CURDIR)/tfos_notebook/labextension" $(VENV)/share/jupyter/labextensions/tfos-notebook
 	touch $@
 
 # The browser test's npm packages (Galata, Playwright) and Debian's chromium (Playwright cannot
