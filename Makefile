@@ -40,7 +40,7 @@ define install
 			--config-settings-package "pyspark:--build-option=--compression=stored" pip -e ".[$(1)]"; \
 	else \
 		echo "pip install -e \".[$(1)]\" (uv is not available)"; \
-		$(PY) -m ensurepip -q --upgrade; \
+		$(PY) -m ensurepip --upgrade > /dev/null; \
 		SKIP_JUPYTER_BUILDER=1 $(PY) -m pip install -q -e ".[$(1)]"; \
 	fi
 	rm -f $(VENV)/.installed-*
