@@ -10,28 +10,31 @@ import urllib.parse
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from .fuse import VOLUME_FORM, fuse_path, fuse_root
+
 HADOOP_SCHEMES = ("adl://", "abfs://", "abfss://", "dbfs:/", "file://", "gs://", "hdfs://", "oss://", "s3://",
                   "s3a://", "s3n://", "swift://", "viewfs://", "wasb://", "wasbs://")
 
 FOREGROUND_ROLES = ("chief", "master", "worker")
 
-SHARED_STORAGE = ("hdfs://, dbfs:/ (or /dbfs/...), s3a://, gs://, abfss://, or a directory mounted at the same "
-                  "path on every host and the driver (NFS)")
+SHARED_STORAGE = (f"a Unity Catalog volume ({VOLUME_FORM}), hdfs://, s3a://, gs://, abfss://, dbfs:/ (or /dbfs/...), "
+                  "or a directory mounted at the same path on every host and the driver (NFS)")
 
 
 def is_shared_logdir(path: str | None) -> bool:
     """Whether a run's log directory is storage the nodes and the driver share (a URI such as
-    ``hdfs://``, ``dbfs:/``, ``s3a://``, or a ``/dbfs/`` FUSE path): nodes then write there directly
-    and the driver mirrors it. A plain path or a ``file://`` URI is a directory on each node's own
-    disk (each host has its own ``file://``), whose new bytes the nodes ship to the driver over the
-    control channel."""
+    ``hdfs://``, ``dbfs:/``, ``s3a://``, or a path under Databricks' ``/Volumes`` or ``/dbfs``
+    FUSE mounts): nodes then write there directly and the driver mirrors it. A plain path or a
+    ``file://`` URI is a directory on each node's own disk (each host has its own ``file://``),
+    whose new bytes the nodes ship to the driver over the control channel."""
     return bool(path) and local_path(path) is None
 
 
 def local_path(path: str | None) -> str | None:
-    """The filesystem path of a plain path or ``file://`` URI (``/dbfs/`` FUSE paths excepted: they
-    are shared by definition), else None (``hdfs://``, ``dbfs:/``, ``s3a://``...)."""
-    if not path or path.startswith(("dbfs:", "/dbfs/")):
+    """The filesystem path of a plain path or ``file://`` URI (paths under ``/Volumes`` and ``/dbfs``
+    excepted: Databricks' FUSE mounts are shared by definition), else None (``hdfs://``,
+    ``dbfs:/``, ``s3a://``...)."""
+    if not path or path.startswith("dbfs:") or fuse_root(path):
         return None
     if path.startswith("file:"):
         return urllib.parse.urlparse(path).path or "/"
@@ -64,12 +67,12 @@ def node_dir_name(role: str, index: int) -> str:
 def absolute_path(default_fs: str, working_dir: str, path: str) -> str:
     """Resolve ``path`` against the cluster's default filesystem, as TensorFlowOnSpark does.
 
-    A path with a scheme is returned as is, and so is a Databricks ``/dbfs/...`` FUSE path (a
-    local path on every node, which ``dbfs:/`` as prefix would break); another absolute path gets
-    the default filesystem as prefix; a relative path resolves to the user's home on HDFS, or to
-    the driver's working directory on a local filesystem.
+    A path with a scheme is returned as is, and so is a path under Databricks' FUSE mounts
+    (``/Volumes/...``, ``/dbfs/...``: a local path on every node, which ``dbfs:/`` as prefix would
+    break); another absolute path gets the default filesystem as prefix; a relative path resolves
+    to the user's home on HDFS, or to the driver's working directory on a local filesystem.
     """
-    if path.startswith(HADOOP_SCHEMES) or path.startswith("/dbfs/"):
+    if path.startswith(HADOOP_SCHEMES) or fuse_root(path):
         return path
     fs = default_fs.rstrip("/")
     if path.startswith("/"):
@@ -137,8 +140,15 @@ class NodeContext:
         return self.job_name == "worker" and self.task_index == 0
 
     def absolute_path(self, path: str) -> str:
-        """``path`` resolved against the default filesystem (see :func:`absolute_path`)."""
-        return absolute_path(self.defaultFS, self.working_dir, path)
+        """``path`` resolved against the default filesystem (see :func:`absolute_path`), as
+        TensorFlow opens it on this node: a ``dbfs:/`` result through Databricks' FUSE mount
+        (``dbfs:/Volumes/x`` as ``/Volumes/x``, ``dbfs:/x`` as ``/dbfs/x``), since TensorFlow has
+        no ``dbfs:`` filesystem.
+
+        Raises:
+            FuseError: the mount that ``path`` needs is not there on this host.
+        """
+        return fuse_path(absolute_path(self.defaultFS, self.working_dir, path))
 
     def get_data_feed(self, train_mode: bool = True, qname_in: str = "input", qname_out: str = "output",
                       input_mapping: dict[str, str] | None = None) -> Any:

@@ -2,8 +2,8 @@
 
 A path such as ``/tmp/model`` names a different directory on each host: checkpoints land on the
 chief's host only, the driver cannot evaluate them, and a relaunch whose chief moved to another
-host resumes unevenly. URIs (``hdfs://``, ``dbfs:/``, ``s3a://``...) and ``/dbfs/`` paths are shared
-by definition; for a local path (or ``file://`` URI) the driver writes a probe file into it before
+host resumes unevenly. URIs (``hdfs://``, ``dbfs:/``, ``s3a://``...) and paths under Databricks'
+FUSE mounts (``/Volumes/...``, ``/dbfs/...``) are shared by definition; for a local path (or ``file://`` URI) the driver writes a probe file into it before
 the launch, each node says at registration whether it sees that file, and the nodes are told the
 verdict with the cluster spec (``ctx.model_dir_shared``).
 """

@@ -112,7 +112,7 @@ def attach_tensorboard(run, mirror_root: str | None = None, remote_logdir: str |
         run: a ``tfos_notebook.Run``.
         mirror_root: the local mirror directory (default: one per run in the state directory).
         remote_logdir: a log directory to mirror from the driver (default: the run's log_dir when it
-            is a URI or ``/dbfs/`` path); see ``sources.open_source``.
+            is a URI or a path under ``/Volumes`` or ``/dbfs``); see ``sources.open_source``.
         port: the TensorBoard port (default: a free one; on Databricks one in 6006-6106 but the
             notebook's comm channel, listening on every interface for the driver proxy).
         keep_after_run: seconds the TensorBoard stays up after the run ends (None: until ``stop()``
@@ -169,8 +169,8 @@ def serve_logdir(logdir: str, sc: Any = None, *, mirror_root: str | None = None,
                  with_tensorflow: bool = False) -> TensorBoardHandle:
     """A live TensorBoard for any log directory, without a run (an earlier run, another job's logs).
 
-    A plain local path is served as it is; anything else (``hdfs://``, ``dbfs:/``, ``/dbfs/``,
-    ``s3a://``, fsspec URLs) is mirrored to a local directory first, read through ``sc`` (a
+    A plain local path is served as it is; anything else (``hdfs://``, ``dbfs:/``, ``/Volumes/``,
+    ``/dbfs/``, ``s3a://``, fsspec URLs) is mirrored to a local directory first, read through ``sc`` (a
     SparkContext, a classic SparkSession or a ``SparkBackend``; its JVM) for Hadoop URIs. Runs until
     ``stop()`` or this process exits. Arguments as for ``attach_tensorboard``.
     """
