@@ -121,7 +121,8 @@ def chaos() -> None:
             break
         time.sleep(0.1)
     else:
-        print(f"NOT READY: {run.state}; findings: {[f.describe() for f in run.diagnose()]}", flush=True)
+        print(f"NOT READY: {run.state}; error: {run.error}; findings: {[f.describe() for f in run.diagnose()]}",
+              flush=True)
         run.stop()
         return
     hosts = {f"{n.role}:{n.index}": n.where for n in run.nodes}

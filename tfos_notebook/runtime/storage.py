@@ -14,15 +14,21 @@ import logging
 import os
 
 from .ctx import local_path
+from .fuse import FuseError, fuse_path, fuse_root
 
 log = logging.getLogger(__name__)
+
 
 def write_probe(model_dir: str | None, run_id: str) -> str | None:
     """Write the probe file of ``run_id`` into ``model_dir`` when it is a local path; returns the
     probe's path (None for shared URIs). A probe the driver cannot write is still returned: no
-    node will see it, which is the truth (the driver cannot read that directory either)."""
+    node will see it, which is the truth (the driver cannot read that directory either).
+
+    The model dir is made on the driver, as the probe makes a local one, also under Databricks'
+    ``/Volumes`` and ``/dbfs`` mounts where the driver has them (no probe there: they are shared)."""
     local = local_path(model_dir)
     if local is None:
+        _make_mounted(model_dir)
         return None
     probe = os.path.join(local, f".tfos-probe-{run_id}")
     try:
@@ -32,6 +38,19 @@ def write_probe(model_dir: str | None, run_id: str) -> str | None:
     except OSError as e:
         log.warning("run %s: cannot write into the model dir %s on the driver: %s", run_id, local, e)
     return probe
+
+
+def _make_mounted(model_dir: str | None) -> None:
+    try:
+        path = fuse_path(model_dir) if model_dir else None
+    except FuseError as e:  # the nodes say so for themselves, and fail with the fix
+        log.debug("model dir %s: %s", model_dir, e)
+        return
+    if path and fuse_root(path):
+        try:
+            os.makedirs(path, exist_ok=True)
+        except OSError as e:
+            log.warning("cannot make the model dir %s on the driver: %s", path, e)
 
 
 def sees(probe: str | None) -> bool:
