@@ -7,9 +7,9 @@ import types
 
 from databricks_shapes import AWS, AZURE, SERVERLESS, RaisingConf, on_databricks
 
-from tfos_notebook.runtime.diagnose import Snapshot, diagnose
-from tfos_notebook.runtime.spark import ClassicBackend, ConnectBackend
-from tfos_notebook.runtime.spark.databricks import AccessMode, read_context, runtime_version
+from tfos_notebook.runtime.driver.diagnose import Snapshot, diagnose
+from tfos_notebook.runtime.driver.spark import ClassicBackend, ConnectBackend
+from tfos_notebook.runtime.driver.spark.databricks import AccessMode, read_context, runtime_version
 
 
 def test_off_databricks_there_is_no_context_even_with_a_clusters_tags(monkeypatch, tmp_path):

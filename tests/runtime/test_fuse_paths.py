@@ -7,8 +7,9 @@ import socket
 
 import pytest
 
-from tfos_notebook.runtime.ctx import NodeContext, absolute_path, is_shared_logdir, local_path
-from tfos_notebook.runtime.fuse import FuseError, fuse_path, is_mounted, mount_points
+from tfos_notebook.runtime.node.ctx import NodeContext, absolute_path
+from tfos_notebook.runtime.wire.paths import is_shared_logdir, local_path
+from tfos_notebook.runtime.wire.fuse import FuseError, fuse_path, is_mounted, mount_points
 
 # two lines of a Databricks driver's mount table as /proc/self/mountinfo writes them (fields made up;
 # the mount points are the documented ones), and a volume mounted on its own, with a space in its name
@@ -61,8 +62,8 @@ def test_volumes_are_shared_storage_and_keep_their_path_on_a_dbfs_default_filesy
 
 def test_ctx_absolute_path_hands_tensorflow_a_mounted_path_or_says_why_not(monkeypatch):
     ctx = NodeContext("r", 0, "chief", 0, {"chief": ["h:1"]}, defaultFS="dbfs:/")
-    monkeypatch.setattr("tfos_notebook.runtime.fuse.mount_points", lambda: frozenset({"/dbfs"}))
+    monkeypatch.setattr("tfos_notebook.runtime.wire.fuse.mount_points", lambda: frozenset({"/dbfs"}))
     assert ctx.absolute_path("/data/x") == "/dbfs/data/x"
-    monkeypatch.setattr("tfos_notebook.runtime.fuse.mount_points", lambda: frozenset())
+    monkeypatch.setattr("tfos_notebook.runtime.wire.fuse.mount_points", lambda: frozenset())
     with pytest.raises(FuseError, match=r"^dbfs:/data/x cannot be opened on "):
         ctx.absolute_path("/data/x")

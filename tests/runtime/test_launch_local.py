@@ -12,7 +12,7 @@ from databricks_shapes import AZURE, RaisingConf, on_databricks
 from procs import child_processes, eventually
 
 from tfos_notebook import InputMode, NodeError, PreflightError, Run, RunStopped, TFCluster
-from tfos_notebook.runtime.events import (
+from tfos_notebook.runtime.driver.events import (
     ClusterReady,
     FindingRaised,
     LaunchSubmitted,
@@ -23,7 +23,7 @@ from tfos_notebook.runtime.events import (
     Step,
     TaskState,
 )
-from tfos_notebook.runtime.spark import ClassicBackend
+from tfos_notebook.runtime.driver.spark import ClassicBackend
 
 
 def echo(args, ctx):

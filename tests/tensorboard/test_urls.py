@@ -1,7 +1,7 @@
 import pytest
 from databricks_shapes import AWS, AZURE, SERVERLESS, RaisingConf, on_databricks
 
-from tfos_notebook.runtime.spark.databricks import read_context
+from tfos_notebook.runtime.driver.spark.databricks import read_context
 from tfos_notebook.tensorboard.urls import ProxyPortError, bind_host, port_candidates, tensorboard_url
 
 

@@ -2,7 +2,7 @@
 says where the TensorBoard must listen for that URL to reach it.
 
 In order of preference:
-1. Databricks (a cluster's driver, see ``runtime.spark.databricks``): the cluster's driver proxy,
+1. Databricks (a cluster's driver, see ``runtime.driver.spark.databricks``): the cluster's driver proxy,
    ``https://<browser host>/driver-proxy/o/<workspace id>/<cluster id>/<port>/``. The proxy
    authenticates the browser as a user allowed to attach to the cluster, and reaches the port only
    when TensorBoard listens beyond the loopback (``bind_host``). Ports are chosen in 6006-6106
@@ -25,7 +25,7 @@ import psutil
 from ..errors import TFOSError
 
 if TYPE_CHECKING:  # the Jupyter server extension imports this module and must not load the runtime
-    from ..runtime.spark.databricks import DatabricksContext
+    from ..runtime.driver.spark.databricks import DatabricksContext
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +108,7 @@ def tensorboard_url(port: int, databricks: DatabricksContext | None = None,
     where = _proxied(databricks)
     if where is not None:
         if port == where.comm_port:
-            from ..runtime.spark.databricks import COMM_PORT_KEY
+            from ..runtime.driver.spark.databricks import COMM_PORT_KEY
 
             raise ProxyPortError(
                 f"port {port} is the notebook's ipywidgets comm channel on this Databricks cluster "
