@@ -8,8 +8,8 @@ import socket
 import pytest
 
 from tfos_notebook.runtime.node.ctx import NodeContext, absolute_path
-from tfos_notebook.runtime.wire.paths import is_shared_logdir, local_path
 from tfos_notebook.runtime.wire.fuse import FuseError, fuse_path, is_mounted, mount_points
+from tfos_notebook.runtime.wire.paths import is_shared_logdir, local_path
 
 # two lines of a Databricks driver's mount table as /proc/self/mountinfo writes them (fields made up;
 # the mount points are the documented ones), and a volume mounted on its own, with a space in its name
