@@ -122,8 +122,8 @@ def split(nb, started_at: datetime, total: float, timeline: dict[str, float]) ->
                  ("other epochs", marks["last_step"] - marks["first_step"], "training"),
                  ("export, evaluation", marks["finished"] - marks["last_step"],
                   "every node saves the model; the held-out accuracy")]
+    startup = sum(seconds for _, seconds, _ in rows[:4])  # up to the nodes registering
     rows.append(("the rest", total - sum(seconds for _, seconds, _ in rows), "the other cells"))
-    startup = sum(seconds for _, seconds, _ in rows[:4])
     lines = [f"where the {total:.1f} s went ({startup:.1f} s of start-up before the nodes import TensorFlow):"]
     lines += [f"  {name:<19}{seconds:5.1f} s  {what}" for name, seconds, what in rows]
     return "\n".join(lines)
