@@ -146,7 +146,7 @@ class SimBackend(SparkBackend):
         self.close()
 
     def barrier(self, num_tasks, fn):
-        orders = [{"host": fn.server_host, "port": fn.server_port, "secret": fn.secret.hex(), "attempt": fn.attempt,
+        orders = [{"host": fn.server_host, "port": fn.server_port, "secret": fn.secret.key.hex(), "attempt": fn.attempt,
                    "num_nodes": num_tasks, "work": asdict(self.work),
                    "tasks": list(range(i, num_tasks, len(self._procs)))} for i in range(len(self._procs))]
         self.go_at = time.time()
