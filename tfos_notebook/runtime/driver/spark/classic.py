@@ -182,6 +182,16 @@ class ClassicBackend(SparkBackend):
             return data.barrier().mapPartitions(RddBarrierTask(fn)).collect()
         return super().barrier_over(data, fn, schema)
 
+    def partitions(self, data: Any) -> int | None:
+        from pyspark import RDD
+
+        if isinstance(data, RDD):
+            return data.getNumPartitions()
+        execution = data._jdf.queryExecution()
+        if execution.executedPlan().getClass().getSimpleName() == "AdaptiveSparkPlanExec":
+            return None  # its partitions are known only once its shuffles ran
+        return execution.toRdd().getNumPartitions()
+
     # -- storage -----------------------------------------------------------------------------
     def hadoop_fs(self, uri: str) -> HadoopFileSystem:
         return JvmHadoopFileSystem(self.sc, uri)
