@@ -1,6 +1,7 @@
-"""Test harness: a real Spark standalone cluster (master + 2 workers on 127.0.0.1, 1 core each,
-fake GPU addresses from a discovery script) started once per session from pyspark's own jars, and a
-local[2] SparkContext for fast tests.
+"""Test harness: a real Spark standalone cluster (master + 2 workers on 127.0.0.1, each offering 4
+cores and 4 fake GPU addresses from a discovery script) started once per session from pyspark's own
+jars, and a local[2] SparkContext for fast tests. Its usual application has one executor of 1 core
+and 1 GPU per worker; fixtures of other layouts start their own application on the same workers.
 
 A Python process holds one SparkContext at a time, so the two fixtures share one slot: asking for
 the other kind stops the current context first. Tests are ordered so that local tests run before
@@ -21,6 +22,7 @@ from hypothesis import HealthCheck, settings  # noqa: E402
 
 from tfos_notebook.devcluster import StandaloneCluster  # noqa: E402
 from tfos_notebook.runtime.driver.spark import backend_for  # noqa: E402
+from tfos_notebook.runtime.wire.timeouts import Deadline  # noqa: E402
 
 # The fuzz tests (marked ``fuzz``) draw the same examples on every run (CI stays stable), keep no
 # example database, and time whole tests rather than single examples (servers answer slower on a
@@ -34,13 +36,20 @@ class _SparkSlot:
     def __init__(self) -> None:
         self.kind: str | None = None
         self.spark = None
+        self.started = False
 
     def get(self, kind: str, conf: dict[str, str]):
         from pyspark.sql import SparkSession
 
         if self.kind == kind and self.spark is not None:
             return self.spark
+        if not self.started and kind != "local":
+            # The process's first SparkContext starts the JVM with its settings as system properties,
+            # which every later context inherits: let that be the plain local one, so that no layout's
+            # settings (spark.ssl.enabled, an executor environment...) leak into the next application.
+            self.get("local", _local_conf(2))
         self.stop()
+        self.started = True
         builder = SparkSession.builder.appName(f"tfos-tests-{kind}")
         for k, v in conf.items():
             builder = builder.config(k, v)
@@ -79,19 +88,51 @@ def _ship_test_module_by_value(request):
         pass
 
 
-def pytest_collection_modifyitems(config, items):
-    # local tests first, then local[4], then the ones on standalone clusters (fixtures named
-    # *standalone): few context switches.
-    def order(item) -> int:
-        names = getattr(item, "fixturenames", ())
-        return 2 if any(n.endswith("standalone") for n in names) else 1 if "local_spark4" in names else 0
+# Fixtures that start a Spark application (and every fixture built on them: ``item.fixturenames``
+# is the closure of what a test uses): a test that uses one is marked ``spark``, and ``cluster``
+# too when it is a standalone cluster. Tests that start Spark by other means (a kernel, a notebook,
+# a driver process of their own) carry the mark by hand.
+CLUSTER_FIXTURES = frozenset({"standalone_cluster", "feed_cluster", "gpu_standalone", "real_gpu_cluster"})
+SPARK_FIXTURES = frozenset({"local_spark", "local_spark4", "local_ssl_spark", "spark_slot", *CLUSTER_FIXTURES})
+#: Applications on the standalone cluster in spark-tensorflow-distributor's layouts (below).
+GPU_LAYOUTS = frozenset({"one_gpu_tasks_standalone", "two_gpu_tasks_standalone", "four_gpu_tasks_standalone"})
 
-    items.sort(key=order)
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        if names & CLUSTER_FIXTURES and "cluster" not in item.keywords:
+            item.add_marker(pytest.mark.cluster)
+        if (names & SPARK_FIXTURES or "cluster" in item.keywords or "multihost" in item.keywords) \
+                and "spark" not in item.keywords:
+            item.add_marker(pytest.mark.spark)
+
+    items.sort(key=_order)
     no_gpu = _no_gpu_reason()
     if no_gpu:
         for item in items:
             if "gpu" in item.keywords:
                 item.add_marker(pytest.mark.skip(reason=no_gpu))
+
+
+def _order(item) -> tuple[int, int, str]:
+    """Tests grouped by the Spark application they need, so that each starts once: local[2] (and
+    the tests that start none), local[2] asking for encryption, local[4], the feed cluster's
+    application, this process's other applications on the feed cluster, the standalone cluster's
+    (drivers of their own first, then the ``standalone`` application, then the others, then each GPU
+    layout's), then anything else on a cluster (a real GPU's)."""
+    names = set(getattr(item, "fixturenames", ()))
+    if "feed_standalone" in names:
+        return 3, 0, ""
+    if "feed_cluster" in names:
+        return 4, 0, ""
+    if names & GPU_LAYOUTS:
+        return 5, 3, min(names & GPU_LAYOUTS)
+    if "standalone_cluster" in names:  # drivers of their own, then this process's applications
+        return 5, 0 if not names & {"standalone", "spark_slot"} else 1 if "standalone" in names else 2, ""
+    if names & CLUSTER_FIXTURES or "cluster" in item.keywords:
+        return 6, 0, ""
+    return (2 if "local_spark4" in names else 1 if "local_ssl_spark" in names else 0), 0, ""
 
 
 def _no_gpu_reason() -> str:
@@ -116,7 +157,33 @@ def spark_slot() -> _SparkSlot:
 
 @pytest.fixture(scope="session")
 def standalone_cluster():
-    cluster = StandaloneCluster(workers=2, cores=1, gpus_per_worker=2).start()
+    cluster = StandaloneCluster(workers=2, cores=4, gpus_per_worker=4).start()
+    yield cluster
+    _slot.stop()
+    cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def feed_cluster(spark_slot):
+    """A standalone cluster of 2 workers x 2 cores, no GPUs: room for two nodes and the Spark tasks
+    that feed them (``feed_standalone`` in tests/feed), and for two applications side by side
+    (tests/runtime/test_two_applications.py)."""
+    cluster = StandaloneCluster(workers=2, cores=2, gpus_per_worker=0).start()
+    yield cluster
+    spark_slot.stop()
+    cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def real_gpu_cluster():
+    """One standalone worker offering this machine's real GPUs (addresses 0..N-1, the real indices)
+    and a core per GPU (tests marked ``gpu`` only: they are skipped where no GPU answers)."""
+    import subprocess
+
+    out = subprocess.run(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"], capture_output=True,
+                         text=True, check=True).stdout
+    count = len([line for line in out.splitlines() if line.strip()])
+    cluster = StandaloneCluster(workers=1, cores=count, gpus_per_worker=count).start()
     yield cluster
     _slot.stop()
     cluster.stop()
@@ -126,12 +193,45 @@ def standalone_cluster():
 def standalone(standalone_cluster):
     """A SparkSession on the standalone cluster, with both executors registered."""
     spark = _slot.get("standalone", {
-        **standalone_cluster.spark_conf(gpus_per_task=1),
+        **standalone_cluster.spark_conf(gpus_per_task=1, executor_cores=1),
         "spark.scheduler.barrier.maxConcurrentTasksCheck.interval": "1s",
         "spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures": "1",
     })
     _wait_for_executors(spark.sparkContext, standalone_cluster.workers)
     return spark
+
+
+def _gpu_layout(cluster: StandaloneCluster, gpus_per_task: int, **conf: str):
+    """An application with one executor of ``4 // gpus_per_task`` cores and 4 GPUs per worker (and
+    4 GPUs for the driver), as in spark-tensorflow-distributor's own tests, every slot registered."""
+    cores = 4 // gpus_per_task
+    spark = _slot.get(f"std-{gpus_per_task}gpu", {
+        **cluster.spark_conf(gpus_per_task, executor_cores=cores, driver_gpus=4),
+        "spark.ui.showConsoleProgress": "false", **conf})
+    slots = cores * cluster.workers
+    if not Deadline(60).wait_until(lambda: backend_for(spark).cluster().total_slots >= slots, interval=0.2):
+        raise TimeoutError(f"the executors did not offer {slots} slots within 60s")
+    return spark
+
+
+@pytest.fixture
+def one_gpu_tasks_standalone(standalone_cluster):
+    """Tasks of 1 GPU, 8 slots; the executors' environment lists the machine's usable GPUs."""
+    return _gpu_layout(standalone_cluster, 1, **{"spark.executorEnv.CUDA_VISIBLE_DEVICES": "10,11,12,13"})
+
+
+@pytest.fixture
+def two_gpu_tasks_standalone(standalone_cluster):
+    """Tasks of 2 GPUs, 4 slots."""
+    return _gpu_layout(standalone_cluster, 2)
+
+
+@pytest.fixture
+def four_gpu_tasks_standalone(standalone_cluster):
+    """Tasks of 4 GPUs, 2 slots, on a cluster that asks for encryption, with spark-tensorflow-
+    distributor's override that accepts TensorFlow's own unencrypted traffic between tasks."""
+    return _gpu_layout(standalone_cluster, 4, **{
+        "spark.ssl.enabled": "true", "tensorflow.spark.distributor.ignoreSsl": "true"})
 
 
 def _local_conf(cores: int) -> dict[str, str]:
@@ -147,6 +247,12 @@ def _local_conf(cores: int) -> dict[str, str]:
 def local_spark():
     """A local[2] SparkSession for fast tests."""
     return _slot.get("local", _local_conf(2))
+
+
+@pytest.fixture
+def local_ssl_spark():
+    """A local[2] SparkSession of a cluster that asks for encrypted traffic (``spark.ssl.enabled``)."""
+    return _slot.get("local-ssl", {**_local_conf(2), "spark.ssl.enabled": "true"})
 
 
 @pytest.fixture

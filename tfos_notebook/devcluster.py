@@ -56,16 +56,23 @@ def wait_for_port(host: str, port: int, timeout: float, proc: subprocess.Popen, 
     raise TimeoutError(f"Spark process did not open {host}:{port} in {timeout:.0f}s; log:\n{log.read_text()[-3000:]}")
 
 
+def gpu_discovery_script(root: Path, gpus: int) -> Path:
+    """A GPU discovery script in ``root`` that reports ``gpus`` fake addresses, 0 to ``gpus - 1``
+    (for workers, and for a driver that owns GPUs: ``spark.driver.resource.gpu.discoveryScript``)."""
+    script = root / f"gpus-{gpus}.sh"
+    addresses = json.dumps([str(i) for i in range(gpus)])
+    script.write_text(f"#!/bin/sh\necho '{{\"name\":\"gpu\",\"addresses\":{addresses}}}'\n")
+    script.chmod(0o755)
+    return script
+
+
 def worker_properties(root: Path, gpus: int) -> Path:
     """A worker properties file in ``root`` advertising ``gpus`` fake GPU addresses (a discovery
     script that names them), or none."""
     props = root / "worker.properties"
     lines = []
     if gpus:
-        script = root / "gpus.sh"
-        addresses = json.dumps([str(i) for i in range(gpus)])
-        script.write_text(f"#!/bin/sh\necho '{{\"name\":\"gpu\",\"addresses\":{addresses}}}'\n")
-        script.chmod(0o755)
+        script = gpu_discovery_script(root, gpus)
         lines += [f"spark.worker.resource.gpu.amount {gpus}", f"spark.worker.resource.gpu.discoveryScript {script}"]
     props.write_text("\n".join(lines) + "\n")
     return props
@@ -152,13 +159,17 @@ class StandaloneCluster:
         logs = "\n".join(p.read_text()[-1500:] for p in self.root.glob("worker*.log"))
         raise TimeoutError(f"only {alive}/{self.workers} workers registered in {timeout:.0f}s\n{logs}")
 
-    def spark_conf(self, gpus_per_task: int = 1) -> dict[str, str]:
-        """Spark settings for an application on this cluster: one executor per worker."""
+    def spark_conf(self, gpus_per_task: int = 1, executor_cores: int | None = None,
+                   driver_gpus: int = 0) -> dict[str, str]:
+        """Spark settings for an application on this cluster: one executor per worker, with
+        ``executor_cores`` cores (default: all the worker's), each task taking ``gpus_per_task``
+        GPUs (0: GPUs are not scheduled), and ``driver_gpus`` fake GPUs for the driver process."""
+        cores = executor_cores or self.cores
         conf = {
             "spark.master": self.master_url,
-            "spark.executor.cores": str(self.cores),
+            "spark.executor.cores": str(cores),
             "spark.executor.memory": "1g",
-            "spark.cores.max": str(self.cores * self.workers),
+            "spark.cores.max": str(cores * self.workers),
             "spark.driver.host": self.host,
             "spark.driver.bindAddress": self.host,
             "spark.ui.enabled": "false",
@@ -167,8 +178,11 @@ class StandaloneCluster:
             "spark.executorEnv.PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
         }
         if self.gpus_per_worker and gpus_per_task:
-            conf["spark.executor.resource.gpu.amount"] = str(min(self.gpus_per_worker, gpus_per_task * self.cores))
+            conf["spark.executor.resource.gpu.amount"] = str(min(self.gpus_per_worker, gpus_per_task * cores))
             conf["spark.task.resource.gpu.amount"] = str(gpus_per_task)
+        if driver_gpus:
+            conf["spark.driver.resource.gpu.amount"] = str(driver_gpus)
+            conf["spark.driver.resource.gpu.discoveryScript"] = str(gpu_discovery_script(self.root, driver_gpus))
         return conf
 
     def stop(self) -> None:

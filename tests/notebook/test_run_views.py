@@ -13,7 +13,7 @@ from tfos_notebook.notebook.frontend import OutputTarget
 from tfos_notebook.notebook.monitor import Monitor
 from tfos_notebook.notebook.pump import EventPump
 from tfos_notebook.notebook.text import TextMonitor
-from tfos_notebook.notebook.view import RunView, format_duration
+from tfos_notebook.notebook.view import RunView, format_duration, timeline
 from tfos_notebook.runtime.driver.events import (
     EventStream,
     FindingRaised,
@@ -37,6 +37,14 @@ def test_view_folds_a_run_into_rows_reservations_and_state():
     assert (worker.executor_id, worker.step, worker.loss) == ("1", 2, pytest.approx(1 / 3))
     assert view.logs[-1] == "[worker:0] step 2 on worker"
     assert view.elapsed() == pytest.approx(3 + 3 * 0.25 + 0.1)
+
+
+def test_timeline_gives_when_the_run_reached_each_milestone():
+    events = two_node_run(t0=1000.0, steps=3)
+    assert timeline(events) == {"started": 1000.0, "submitted": 1000.0, "registered": 1002.0, "first_step": 1003.0,
+                                "last_step": 1003.5, "finished": 1003.85}
+    assert timeline(events[:8]) == {"started": 1000.0, "submitted": 1000.0, "registered": 1002.0}  # no step yet
+    assert timeline([]) == {}
 
 
 def test_view_keeps_only_the_newest_log_lines():
@@ -104,17 +112,20 @@ def test_stop_button_calls_back_once_off_the_clicking_thread_and_shows_stopping(
     assert monitor.stop_button.disabled and "stopping" in monitor.header.value
 
 
-def test_tensorboard_panel_is_hidden_until_shown_then_toggles():
+def test_tensorboard_panel_is_hidden_until_shown_then_toggles_and_offers_a_new_tab_link_in_the_header():
     monitor = Monitor("r", RUN, on_stop=lambda: None)
     panel = monitor.tensorboard_panel
     assert panel.frame.layout.display == "none"
-    assert panel.toggle.layout.display == "none"
+    assert panel.toggle.layout.display == "none" and panel.link.layout.display == "none"
     monitor.show_tensorboard("/proxy/6006/?a=1&b=2", height=400)
     frame = panel.frame.value
     assert re.search(r'<iframe src="/proxy/6006/\?a=1&amp;b=2"[^>]*height:400px', frame)
     assert panel.frame.layout.display == "" and panel.toggle.layout.display == ""
+    assert panel.link.value == ('<a href="/proxy/6006/?a=1&amp;b=2" target="_blank" rel="noopener">'
+                                "Open TensorBoard in a new tab</a>")
+    assert panel.link in monitor.widget.children[0].children and panel.link.layout.display == ""
     panel.toggle.value = False
-    assert panel.frame.layout.display == "none"
+    assert panel.frame.layout.display == "none" and panel.link.layout.display == ""  # the link stays
     assert panel.toggle.description == "Show TensorBoard"
     panel.toggle.value = True
     assert panel.frame.layout.display == ""
@@ -127,6 +138,7 @@ def test_tensorboard_panel_says_when_tensorboard_stopped_or_failed():
     panel = monitor.tensorboard_panel
     assert "<iframe" not in panel.frame.value and "did not start: &lt;no port&gt;" in panel.frame.value
     assert panel.url is None and panel.toggle.layout.display == "none" and panel.frame.layout.display == ""
+    assert panel.link.layout.display == "none"  # no link to a TensorBoard that is gone
     lines: list[str] = []
     TextMonitor("r", RUN, write=lines.append).tensorboard_note("TensorBoard stopped")
     assert lines == ["[tfos] r: TensorBoard stopped"]

@@ -1,5 +1,6 @@
-"""MirroredStrategyRunner, spark-tensorflow-distributor's runner, on real Spark (GPUs are the fake
-addresses of the standalone cluster's discovery script: there is no GPU here)."""
+"""MirroredStrategyRunner, spark-tensorflow-distributor's runner, on local Spark: its API, its
+refusals, and what the training function finds where it runs (the GPU layouts are in
+test_distributor_gpus.py)."""
 
 from __future__ import annotations
 
@@ -10,26 +11,6 @@ import pytest
 
 from tfos_notebook import ConfigError, MirroredStrategyRunner, PreflightError
 from tfos_notebook.peers.distributor import split_slots
-from tfos_notebook.runtime.driver.spark import backend_for
-
-
-@pytest.fixture
-def two_gpu_tasks_standalone(standalone_cluster, spark_slot):
-    """The session's standalone cluster, with an application whose tasks take 2 GPUs each."""
-    import time
-
-    spark = spark_slot.get("standalone-2gpu", standalone_cluster.spark_conf(gpus_per_task=2))
-    deadline = time.monotonic() + 60
-    while len(backend_for(spark).cluster().executors) < standalone_cluster.workers:
-        assert time.monotonic() < deadline, "the executors did not register within 60s"
-        time.sleep(0.2)
-    return spark
-
-
-def gpu_assignments(run) -> dict[str, str]:
-    """``role:index`` -> the GPU addresses Spark gave that node, from the run's events."""
-    return {f"{e.role}:{e.index}": ",".join(e.addresses) for e in run.events.events()
-            if type(e).__name__ == "GpuAssigned"}
 
 
 def strategy_probe(scale):
@@ -47,13 +28,36 @@ def environment_probe():
             "tensorflow_imported": "tensorflow" in sys.modules, "tf_config": os.environ.get("TF_CONFIG")}
 
 
+def barrier_context_probe():
+    from pyspark import BarrierTaskContext, TaskContext
+
+    context = BarrierTaskContext.get()
+    return {"partition": context.partitionId(), "same": TaskContext.get() is context,
+            "infos": len(context.getTaskInfos()), "gathered": context.allGather(f"from {context.partitionId()}")}
+
+
 def test_runner_wraps_the_function_in_a_two_worker_mirrored_strategy_and_returns_worker_0s_value(local_spark):
     runner = MirroredStrategyRunner(num_slots=2, use_gpu=False, spark=local_spark)
+    assert runner.get_num_tasks() == runner.num_tasks == 2
     out = runner.run(strategy_probe, scale=21)
     assert out["replicas"] == 2 and out["value"] == 42
     assert out["tf_config"]["task"] == {"type": "worker", "index": 0}
     assert list(out["tf_config"]["cluster"]) == ["worker"] and len(out["tf_config"]["cluster"]["worker"]) == 2
     assert runner.run_handle.results["worker:1"]["tf_config"]["task"]["index"] == 1
+    assert not runner.run_handle.encrypted  # the cluster asks for no encryption
+
+
+def test_the_training_function_reaches_its_barrier_task_context(local_spark):
+    runner = MirroredStrategyRunner(num_slots=2, use_gpu=False, use_custom_strategy=True, spark=local_spark)
+    runner.run(barrier_context_probe)
+    assert [runner.run_handle.results[f"worker:{i}"] for i in (0, 1)] == [
+        {"partition": i, "same": True, "infos": 2, "gathered": ["from 0", "from 1"]} for i in (0, 1)]
+
+
+def test_sc_is_the_sessions_spark_context(local_spark):
+    runner = MirroredStrategyRunner(num_slots=1, use_gpu=False, spark=local_spark)
+    assert runner.sc is local_spark.sparkContext
+    assert runner.sc.getConf().get("spark.master") == "local[2]"
 
 
 def test_local_mode_runs_the_function_in_the_driver_process_without_gpus(local_spark):
@@ -70,8 +74,9 @@ def test_local_mode_runs_the_function_in_the_driver_process_without_gpus(local_s
     ({"num_slots": 1, "gpu_resource_name": "accel"}, "only Spark's 'gpu' resource is supported"),
 ])
 def test_impossible_arguments_are_refused_with_the_fix(local_spark, kwargs, message):
-    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")) as e:
         MirroredStrategyRunner(spark=local_spark, **kwargs)
+    assert isinstance(e.value, ValueError)  # what spark-tensorflow-distributor raised
 
 
 def test_gpu_training_without_gpu_scheduling_fails_before_launch_naming_the_conf(local_spark):
@@ -94,35 +99,7 @@ def test_gpu_slots_are_spread_over_tasks_first_ones_taking_the_remainder():
 
 
 @pytest.mark.cluster
-def test_each_task_sees_only_the_gpu_spark_assigned_it(standalone):
-    runner = MirroredStrategyRunner(num_slots=2, use_gpu=True, use_custom_strategy=True, spark=standalone)
-    assert runner.num_tasks == 2
-    out = runner.run(environment_probe)
-    results = runner.run_handle.results
-    assert out == results["worker:0"]
-    assigned = gpu_assignments(runner.run_handle)
-    assert set(assigned) == {"worker:0", "worker:1"}
-    for name, seen in results.items():
-        assert seen["cuda"] == assigned[name] and len(seen["cuda"].split(",")) == 1
-        assert not seen["tensorflow_imported"]  # use_custom_strategy: no strategy was made for it
-        assert json.loads(seen["tf_config"])["task"]["type"] == "worker"
-
-
-@pytest.mark.cluster
 def test_more_gpu_slots_than_the_cluster_holds_fail_in_preflight(standalone):
     runner = MirroredStrategyRunner(num_slots=3, use_gpu=True, use_custom_strategy=True, spark=standalone)
     with pytest.raises(PreflightError, match="cannot launch 3 nodes"):
         runner.run(environment_probe)
-
-
-@pytest.mark.cluster
-def test_exactly_num_slots_gpus_train_when_tasks_hold_more(two_gpu_tasks_standalone):
-    runner = MirroredStrategyRunner(num_slots=3, use_gpu=True, use_custom_strategy=True,
-                                    spark=two_gpu_tasks_standalone)
-    assert runner.num_tasks == 2
-    runner.run(environment_probe)
-    assigned = gpu_assignments(runner.run_handle)
-    assert all(len(a.split(",")) == 2 for a in assigned.values()), assigned
-    results = runner.run_handle.results
-    assert results["worker:0"]["cuda"] == assigned["worker:0"]  # both of its GPUs
-    assert results["worker:1"]["cuda"] == assigned["worker:1"].split(",")[0]  # one of its two

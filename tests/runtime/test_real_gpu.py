@@ -12,7 +12,6 @@ import pytest
 from procs import eventually
 
 from tfos_notebook import Run
-from tfos_notebook.devcluster import StandaloneCluster
 from tfos_notebook.runtime.wire.gpus import gpu_processes
 
 pytestmark = [pytest.mark.gpu, pytest.mark.cluster]
@@ -24,15 +23,11 @@ def gpu_indices() -> list[str]:
     return [line.strip() for line in out.stdout.splitlines() if line.strip()]
 
 
-@pytest.fixture(scope="module")
-def gpu_standalone(spark_slot):
-    """One standalone worker offering this machine's GPUs (addresses 0..N-1, the real indices) and
-    a core per GPU; every task needs one GPU."""
-    cluster = StandaloneCluster(workers=1, cores=len(gpu_indices()), gpus_per_worker=len(gpu_indices())).start()
-    spark = spark_slot.get("gpu", {**cluster.spark_conf(gpus_per_task=1), "spark.ui.showConsoleProgress": "false"})
-    yield spark
-    spark_slot.stop()
-    cluster.stop()
+@pytest.fixture
+def gpu_standalone(real_gpu_cluster, spark_slot):
+    """The session's real-GPU worker; every task needs one GPU."""
+    return spark_slot.get("gpu", {**real_gpu_cluster.spark_conf(gpus_per_task=1),
+                                  "spark.ui.showConsoleProgress": "false"})
 
 
 def train_on_gpu(args, ctx):

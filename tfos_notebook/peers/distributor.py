@@ -6,7 +6,8 @@
 Programs written for ``spark_tensorflow_distributor`` change only their import line. Each slot is
 one GPU (``use_gpu``) or one Spark task (CPU); the tasks run as one barrier stage with
 ``TF_CONFIG`` listing every task as a ``worker`` (no chief), as the original does, and ``train_fn``
-runs in a child process of each task, where ``CUDA_VISIBLE_DEVICES`` holds the GPUs Spark gave it.
+runs in a child process of each task, where ``CUDA_VISIBLE_DEVICES`` holds the task's share of the
+GPUs Spark gave it and ``BarrierTaskContext.get()`` answers for the task.
 """
 
 from __future__ import annotations
@@ -14,13 +15,14 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..runtime.driver.errors import PreflightError
 from ..runtime.driver.finding import Finding
 from ..runtime.driver.launch import ConfigError, Run
 from ..runtime.driver.spark import active_session, backend_for
+from ..runtime.wire.gpus import visible_devices
 
 
 def call_train_fn(train_fn: Callable[..., Any], use_custom_strategy: bool, kwargs: dict[str, Any]) -> Any:
@@ -36,20 +38,12 @@ def call_train_fn(train_fn: Callable[..., Any], use_custom_strategy: bool, kwarg
 
 @dataclass
 class TrainFnNode:
-    """The main function of every node of a runner's launch (pickled into the Spark tasks).
-
-    ``gpu_counts[i]`` is how many of the GPUs Spark gave worker ``i`` it uses, so that exactly
-    ``num_slots`` GPUs train in all; empty for CPU training.
-    """
+    """The main function of every node of a runner's launch (pickled into the Spark tasks)."""
 
     train_fn: Callable[..., Any]
     use_custom_strategy: bool
-    gpu_counts: list[int] = field(default_factory=list)
 
     def __call__(self, kwargs: dict[str, Any], ctx: Any) -> Any:
-        if self.gpu_counts:  # before TensorFlow is imported in this process
-            ctx.gpus = list(ctx.gpus[: self.gpu_counts[ctx.task_index]])
-            os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(ctx.gpus)
         return call_train_fn(self.train_fn, self.use_custom_strategy, kwargs)
 
 
@@ -64,20 +58,27 @@ class MirroredStrategyRunner:
 
     Args:
         num_slots: total GPUs (``use_gpu``) or Spark tasks (CPU) that train. With GPUs, the tasks
-            are ``ceil(num_slots / spark.task.resource.gpu.amount)`` and each uses its share of the
-            GPUs Spark assigned it. In local mode, GPUs of the driver (CPU: 1).
+            are ``ceil(num_slots / spark.task.resource.gpu.amount)`` and task ``i`` uses
+            ``num_slots // tasks + (i < num_slots % tasks)`` of the GPUs Spark assigned it. In
+            local mode, GPUs of the driver (CPU: 1).
         local_mode: run ``train_fn`` here, in the driver's process, instead of on the executors.
-        use_gpu: train on GPUs scheduled by Spark (``spark.task.resource.gpu.amount``); False for CPU.
+        use_gpu: train on GPUs scheduled by Spark (``spark.task.resource.gpu.amount``); False for
+            CPU, where every task sees no GPU whatever Spark gives it.
         gpu_resource_name: Spark's name of the GPU resource; only ``"gpu"`` is supported.
         use_custom_strategy: ``train_fn`` builds its own ``tf.distribute`` strategy; by default it
             runs inside a ``MultiWorkerMirroredStrategy`` scope made for it.
         spark: the SparkSession (default: the active one, or a new one).
 
+    Attributes:
+        sc: the SparkContext (``runner.sc.getConf()``...); a Spark Connect session has none.
+        num_tasks: Spark tasks of a distributed run (None in local mode).
+        run_handle: the :class:`Run` of the latest distributed ``run`` (events, every worker's value
+            in ``results``).
+
     Raises:
         ConfigError: impossible arguments (``num_slots`` < 1, several CPU slots in local mode,
             another resource name).
-        PreflightError: ``use_gpu`` but Spark schedules no GPUs to tasks (or to the driver in
-            local mode), or fewer than asked.
+        PreflightError: ``use_gpu`` but Spark schedules no GPUs to tasks, or a fraction of one.
     """
 
     def __init__(self, num_slots: int, local_mode: bool = False, use_gpu: bool = True,
@@ -97,10 +98,32 @@ class MirroredStrategyRunner:
 
             # the notebook's session, a Spark Connect one included (its builder needs the remote URL)
             spark = active_session() or SparkSession.builder.getOrCreate()
+        self.spark = spark
         self.backend = backend_for(spark)
-        self.run_handle: Run | None = None  # the launch of the latest distributed run()
-        self.gpus_per_task = 0 if local_mode or not use_gpu else self._task_gpu_amount()
-        self.num_tasks = None if local_mode else (math.ceil(num_slots / self.gpus_per_task) if use_gpu else num_slots)
+        self.run_handle: Run | None = None
+        self.num_tasks = None if local_mode else self.get_num_tasks()
+
+    @property
+    def sc(self) -> Any:
+        """The session's SparkContext.
+
+        Raises:
+            ConfigError: the session is a Spark Connect one, which has no SparkContext."""
+        sc = self.backend.spark_context()
+        if sc is None:
+            raise ConfigError("runner.sc: a Spark Connect session has no SparkContext; read the conf with "
+                              "runner.spark.conf.get(key) instead")
+        return sc
+
+    def get_num_tasks(self) -> int:
+        """Spark tasks a distributed run uses: ``ceil(num_slots / spark.task.resource.gpu.amount)``
+        with GPUs, ``num_slots`` on CPU.
+
+        Raises:
+            PreflightError: ``use_gpu`` but ``spark.task.resource.gpu.amount`` is not set, or below 1."""
+        if not self.use_gpu:
+            return self.num_slots
+        return math.ceil(self.num_slots / self._task_gpu_amount())
 
     def _task_gpu_amount(self) -> int:
         amount = self.backend.conf("spark.task.resource.gpu.amount")
@@ -127,14 +150,15 @@ class MirroredStrategyRunner:
         """
         if self.local_mode:
             return self._run_locally(train_fn, kwargs)
-        node = TrainFnNode(train_fn, self.use_custom_strategy,
-                           split_slots(self.num_slots, self.num_tasks) if self.use_gpu else [])
-        self.run_handle = Run(self.backend, node, kwargs, self.num_tasks, master_node=None,
-                              gpus_per_node=self.gpus_per_task, name=getattr(train_fn, "__name__", None))
+        gpus = split_slots(self.num_slots, self.num_tasks) if self.use_gpu else [0] * self.num_tasks
+        self.run_handle = Run(self.backend, TrainFnNode(train_fn, self.use_custom_strategy), kwargs,
+                              self.num_tasks, master_node=None, gpus_per_node=gpus,
+                              name=getattr(train_fn, "__name__", None))
         return self.run_handle.start().wait()
 
     def _run_locally(self, train_fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
         saved = os.environ.get("CUDA_VISIBLE_DEVICES")
+        devices: list[str] = []
         if self.use_gpu:
             owned = self.backend.driver_gpus()
             if len(owned) < self.num_slots:
@@ -143,9 +167,8 @@ class MirroredStrategyRunner:
                     (f"driver GPU addresses: {owned}",),
                     "set spark.driver.resource.gpu.amount and spark.driver.resource.gpu.discoveryScript, lower "
                     "num_slots, or pass use_gpu=False")])
-            os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(owned[: self.num_slots])
-        else:
-            os.environ["CUDA_VISIBLE_DEVICES"] = ""
+            devices = visible_devices(owned[: self.num_slots], saved)
+        os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(devices)
         try:
             return call_train_fn(train_fn, self.use_custom_strategy, kwargs)
         finally:

@@ -40,6 +40,6 @@ def run(sc, map_fn: Callable[[Any, Any], Any], tf_args: Any, num_executors: int,
     Raises:
         PreflightError: fewer free task slots than ``num_executors``. NodeError: a copy failed.
     """
-    handle = Run(sc, IndependentNode(map_fn), tf_args, num_executors, master_node=None, **kwargs)
+    handle = Run(sc, IndependentNode(map_fn), tf_args, num_executors, master_node=None, independent=True, **kwargs)
     handle.start().wait()
     return [handle.results.get(f"worker:{i}") for i in range(num_executors)]

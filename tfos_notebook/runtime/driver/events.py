@@ -53,6 +53,8 @@ class Registered(Event):
 
 @dataclass(frozen=True)
 class GpuAssigned(Event):
+    """The GPUs a node uses, as its process sees them named (its ``CUDA_VISIBLE_DEVICES``)."""
+
     task: int
     role: str
     index: int

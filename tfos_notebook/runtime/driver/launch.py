@@ -16,9 +16,10 @@ import os
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
-from ..wire import channel
+from ..wire import channel, tls
 from ..wire import messages as m
 from ..wire.plan import NodePlan
 from . import storage
@@ -38,6 +39,18 @@ from .watch import LiveDiagnosis
 QUERY_GRACE_SECS = 300.0  # a failed run's control server answers its inference tasks this long (see release)
 
 
+def node_gpu_counts(gpus_per_node: int | Sequence[int], num_nodes: int) -> tuple[int, ...]:
+    """How many of its task's GPUs each node uses, by task; empty when every node uses all of them.
+
+    Raises:
+        ConfigError: a negative count, or a sequence that does not give one count per node."""
+    counts = (gpus_per_node,) * num_nodes if isinstance(gpus_per_node, int) else tuple(gpus_per_node)
+    if len(counts) != num_nodes or any(not isinstance(c, int) or c < 0 for c in counts):
+        raise ConfigError(f"gpus_per_node must be a whole number of 0 or more, or one such number per node "
+                          f"({num_nodes}), got {gpus_per_node!r}")
+    return () if gpus_per_node == 0 else counts
+
+
 class Run(SparkFeeding, RunOutcome):
     """One launch of ``main_fun`` on a gang of Spark barrier tasks.
 
@@ -50,20 +63,24 @@ class Run(SparkFeeding, RunOutcome):
         eval_node: add one evaluator.
         log_dir: where runs keep their events; this run writes to ``<log_dir>/<run_id>`` (its
             ``log_dir`` attribute), so runs never mix. A URI (``hdfs://``, ``dbfs:/``, ``s3a://``...)
-            or ``/dbfs/`` path is shared storage: each node writes to
+            or a path under Databricks' FUSE mounts (a Unity Catalog volume ``/Volumes/...``, or
+            ``/dbfs/...``) is shared storage: each node writes to
             ``<run's log_dir>/<role>_<index>`` there. Any other path, ``file://`` URIs included (or
             None: a temporary directory), is on each node's own disk, and the nodes ship what they
             write there to the driver (see ``set_file_sink``). ``ctx.log_dir`` is the node's own
             subdirectory. A relative path is made absolute against the driver's working directory.
         model_dir: handed to the nodes as ``ctx.model_dir`` (a relative path made absolute against
-            the driver's working directory). A local path is probed: unless every node sees the
+            the driver's working directory; a ``dbfs:/`` URI as the path of its FUSE mount, which
+            TensorFlow can open). A local path is probed: unless every node sees the
             driver's files there, a ``model_dir_not_shared`` finding says so, nothing resumes from
             it after a relaunch (``ctx.model_dir_shared``), and the driver cannot evaluate it.
         reservation_timeout: seconds for the cluster to have a free task slot for every node (the
             run waits for them before it submits its job, with a ``waiting_for_slots`` finding
             naming what holds them) and every node to register, before the run fails with findings.
-        gpus_per_node: GPUs each node needs from Spark's task resources (0: CPU only, or whatever
-            ``spark.task.resource.gpu.amount`` gives).
+        gpus_per_node: GPUs each node needs from Spark's task resources, and uses: a node whose
+            task holds more sees only the first ``gpus_per_node`` of them. 0: CPU only, or whatever
+            ``spark.task.resource.gpu.amount`` gives. A sequence gives each node its own count, by
+            task (0: that node sees no GPU, whatever its task holds).
         env: extra environment variables for the nodes' processes.
         legacy_keras: set TF_USE_LEGACY_KERAS=1 on the nodes (None: when tf-keras is installed there).
         name: a label for views; defaults to the run id.
@@ -77,14 +94,18 @@ class Run(SparkFeeding, RunOutcome):
         input_mode: ``"tensorflow"`` (the function reads its own data) or ``"spark"``: each chief and
             worker serves a data feed that :meth:`train` and :meth:`inference` fill from Spark.
         feed_buffer_mb: with ``input_mode="spark"``, fed data a node holds before Spark has to wait.
+        independent: the nodes run alone, not as one TensorFlow cluster (``TFParallel``), so no
+            TensorFlow traffic passes between them (on a cluster that asks for encryption, several
+            of them need no ``tensorflow.spark.distributor.ignoreSsl``).
     """
 
     def __init__(self, sc, main_fun, args: Any, num_nodes: int, *, num_ps: int = 0,
                  master_node: str | None = "chief", eval_node: bool = False, log_dir: str | None = None,
-                 model_dir: str | None = None, reservation_timeout: float = 600.0, gpus_per_node: int = 0,
+                 model_dir: str | None = None, reservation_timeout: float = 600.0,
+                 gpus_per_node: int | Sequence[int] = 0,
                  env: dict[str, str] | None = None, legacy_keras: bool | None = None, name: str | None = None,
                  preflight_wait: float = 30.0, stop_grace_secs: float = 5.0, retries: int = 2,
-                 input_mode: str = "tensorflow", feed_buffer_mb: float = 64) -> None:
+                 input_mode: str = "tensorflow", feed_buffer_mb: float = 64, independent: bool = False) -> None:
         if not callable(main_fun):
             raise ConfigError(f"main_fun must be a function taking (args, ctx), got {type(main_fun).__name__}")
         self.roles = plan_roles(num_nodes, num_ps, master_node, eval_node)
@@ -100,7 +121,8 @@ class Run(SparkFeeding, RunOutcome):
         self.model_dir = resolve_on_driver(model_dir)
         self._model_dir_probe: str | None = None
         self.reservation_timeout = reservation_timeout
-        self.gpus_per_node = gpus_per_node
+        self.gpu_counts = node_gpu_counts(gpus_per_node, len(self.roles))
+        self.gpus_per_node = max(self.gpu_counts, default=0)
         self.env = dict(env or {})
         self.legacy_keras = legacy_keras
         self.preflight_wait = preflight_wait
@@ -111,10 +133,11 @@ class Run(SparkFeeding, RunOutcome):
         self.events = EventStream()
         self.lifecycle = Lifecycle(self.run_id, self.events)
         self._lock = self.lifecycle.lock
-        self.diagnosis = LiveDiagnosis(self.run_id, self.backend, self.events, self.roles, gpus_per_node)
+        self.diagnosis = LiveDiagnosis(self.run_id, self.backend, self.events, self.roles,
+                                      self.gpus_per_node, nodes_talk=not independent)
         self._supervisor = Supervisor(self)
         self._file_sink: FileSink | None = None
-        self._secret = b""
+        self._secret = channel.RunSecret(b"")
         self._default_fs = ""
         self._server: channel.ControlServer | None = None
         self._server_closer: threading.Timer | None = None
@@ -173,7 +196,8 @@ class Run(SparkFeeding, RunOutcome):
                 raise PreflightError(f"cannot launch {len(self.roles)} nodes:", blockers(findings))
             self.backend.check_reachable()
             self._default_fs = self.backend.default_fs()
-            self._secret = channel.new_secret()
+            self._secret = channel.RunSecret(channel.new_secret(),
+                                             tls.new_identity() if self.diagnosis.encryption else None)
             self._server = channel.ControlServer(self.backend.driver_host(), self._secret, self._on_message,
                                                  self._on_close)
             self._model_dir_probe = storage.write_probe(self.model_dir, self.run_id)
@@ -214,6 +238,12 @@ class Run(SparkFeeding, RunOutcome):
         self._server.close()
 
     @property
+    def encrypted(self) -> bool:
+        """Whether the run's control and data channels speak TLS (the cluster asks for encrypted
+        traffic: ``spark.ssl.enabled``, ``spark.ssl.rpc.enabled`` or ``spark.network.crypto.enabled``)."""
+        return self._secret.tls is not None
+
+    @property
     def control_address(self) -> tuple[str, int] | None:
         """Where the run's control server listens (None before ``start``)."""
         return self._server.address if self._server is not None else None
@@ -226,6 +256,7 @@ class Run(SparkFeeding, RunOutcome):
             default_fs=self._default_fs, working_dir=os.getcwd(), model_dir=self.model_dir,
             model_dir_probe=self._model_dir_probe, log_dir=self.log_dir,
             env=self.env, legacy_keras=self.legacy_keras, stop_grace_secs=self.stop_grace_secs,
+            gpu_counts=self.gpu_counts,
             feed_buffer_bytes=self.feed_buffer_bytes, instage=self.instage.spec if self.instage else None,
         )
 

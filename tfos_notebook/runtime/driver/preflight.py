@@ -14,18 +14,48 @@ from typing import Any
 
 from ..wire.timeouts import Deadline
 from .diagnose import Snapshot
+from .errors import ConfigError
 from .spark import SparkBackend, backend_for
 
 EXECUTOR_POLL_SECS = 0.25
+#: Spark settings by which a cluster asks for encrypted traffic.
+ENCRYPTION_CONFS = ("spark.ssl.enabled", "spark.ssl.rpc.enabled", "spark.network.crypto.enabled")
+#: spark-tensorflow-distributor's setting that accepts TensorFlow's unencrypted traffic there.
+IGNORE_SSL_CONF = "tensorflow.spark.distributor.ignoreSsl"
+
+
+def conf_flag(backend: SparkBackend, key: str) -> bool:
+    """A boolean Spark setting (``true``/``false`` in any case; unset is false).
+
+    Raises:
+        ConfigError: the value is neither."""
+    value = (backend.conf(key) or "false").strip().lower()
+    if value not in ("true", "false"):
+        raise ConfigError(f"{key}={backend.conf(key)!r}: set it to true or false")
+    return value == "true"
+
+
+def security(backend: SparkBackend) -> dict[str, Any]:
+    """The cluster's demand for encryption and the override, as ``Snapshot`` fields."""
+    return {"encryption": encryption_demand(backend), "ignore_ssl": conf_flag(backend, IGNORE_SSL_CONF)}
+
+
+def encryption_demand(backend: SparkBackend | Any) -> str:
+    """The setting by which the cluster asks for encrypted traffic (``"spark.ssl.enabled=true"``),
+    or "" when it does not: the run's channels then need TLS."""
+    backend = backend_for(backend)
+    return next((f"{key}=true" for key in ENCRYPTION_CONFS if conf_flag(backend, key)), "")
 
 
 def snapshot(backend: SparkBackend | Any, requested_tasks: int, roles: tuple[str, ...] = (),
              gpus_per_node: int = 0, elapsed: float = 0.0, own_group: str | None = None, **live: Any) -> Snapshot:
     """A ``Snapshot`` of the cluster now; ``own_group`` is the launch's tag (its tasks are not
     "other jobs"); ``live`` adds what a launch in progress knows (registered, stalled_for,
-    task_errors, leftovers, versions, driver_versions)."""
+    task_errors, leftovers, versions, driver_versions, and encryption / ignore_ssl once read)."""
     backend = backend_for(backend)
     view = backend.cluster(own_group)
+    if "encryption" not in live:
+        live.update(security(backend))
     return Snapshot(
         requested_tasks=requested_tasks,
         roles=roles,
@@ -41,6 +71,7 @@ def snapshot(backend: SparkBackend | Any, requested_tasks: int, roles: tuple[str
         gpus_per_node=gpus_per_node,
         elapsed=elapsed,
         exact=view.exact,
+        databricks=backend.databricks(),
         **live,
     )
 

@@ -23,10 +23,12 @@ class LiveDiagnosis:
     """Findings of one run: each published once (by code and cause) on ``events``."""
 
     def __init__(self, run_id: str, backend, events: EventStream, roles: list[tuple[str, int]],
-                 gpus_per_node: int) -> None:
+                 gpus_per_node: int, nodes_talk: bool = True) -> None:
         self.run_id, self.backend, self.events = run_id, backend, events
         self.names = tuple(f"{r}:{i}" for r, i in roles)
         self.gpus_per_node = gpus_per_node
+        self.nodes_talk = nodes_talk
+        self._security: dict | None = None  # the cluster's encryption settings, read once
         self.started_at = time.monotonic()
         self._seen: set[tuple[str, str]] = set()
         self._leftovers: dict[tuple[str, int], Leftover] = {}
@@ -55,16 +57,28 @@ class LiveDiagnosis:
     def add_versions(self, node: str, python: str, tensorflow: str) -> None:
         self._versions[node] = (python, tensorflow)
 
+    @property
+    def encryption(self) -> str:
+        """The setting by which the cluster asks for encrypted traffic, "" when it does not."""
+        return self.security["encryption"]
+
+    @property
+    def security(self) -> dict:
+        if self._security is None:
+            self._security = preflight.security(self.backend)
+        return self._security
+
     def preflight(self) -> list[Finding]:
         """Findings about the cluster before anything is submitted."""
         snap = preflight.snapshot(self.backend, len(self.names), self.names, self.gpus_per_node,
-                                  time.monotonic() - self.started_at)
+                                  time.monotonic() - self.started_at, nodes_talk=self.nodes_talk, **self.security)
         return diagnose(snap)
 
     def snapshot(self, tag: str, registered: list[str], stalled_for: float) -> Snapshot:
         return preflight.snapshot(
             self.backend, len(self.names), self.names, self.gpus_per_node, time.monotonic() - self.started_at,
-            own_group=tag, registered=tuple(registered), stalled_for=stalled_for,
+            own_group=tag, registered=tuple(registered), stalled_for=stalled_for, nodes_talk=self.nodes_talk,
+            **self.security,
             leftovers=tuple(self._leftovers.values()),
             versions=tuple((name, py, tf) for name, (py, tf) in self._versions.items()),
             task_errors=self.backend.task_errors(tag),

@@ -45,9 +45,10 @@ def _next_order() -> dict | None:
 
 
 def _serve_feed(spec: dict, status):
+    from ..wire.channel import secret_from_json
     from .feed.server import FeedServer
 
-    return FeedServer(bytes.fromhex(spec["secret"]), spec["host"], spec["buffer_bytes"]).start(status)
+    return FeedServer(secret_from_json(spec["secret"]), spec["host"], spec["buffer_bytes"]).start(status)
 
 
 def main(argv: list[str]) -> int:
@@ -57,6 +58,7 @@ def main(argv: list[str]) -> int:
     import cloudpickle  # imported while the cluster is still reserving
 
     from . import ctx as _ctx  # noqa: F401  (the payload's NodeContext)
+    from . import taskcontext
 
     order = _next_order()
     feed = unserved = None
@@ -75,6 +77,7 @@ def main(argv: list[str]) -> int:
             raise unserved
         with open(payload_path, "rb") as f:
             payload = pickle.load(f)
+        taskcontext.install_on_import(payload["task_context"])  # BarrierTaskContext.get() answers for the task
         ctx = payload["ctx"]
         ctx._status = status
         ctx.mgr = feed

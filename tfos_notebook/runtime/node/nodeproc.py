@@ -120,18 +120,18 @@ class ChildOutput:
         self.fwd.close()
 
 
-def serve_feed(proc: subprocess.Popen, secret: bytes, host: str, buffer_bytes: int) -> None:
+def serve_feed(proc: subprocess.Popen, secret: channel.Secret, host: str, buffer_bytes: int) -> None:
     """Have the child serve the node's data feed at once, before it is told to go: data can then
     flow into its buffer while the cluster forms and the user's function starts."""
-    order = {"feed": {"secret": secret.hex(), "host": host, "buffer_bytes": buffer_bytes}}
+    order = {"feed": {"secret": channel.secret_to_json(secret), "host": host, "buffer_bytes": buffer_bytes}}
     proc.stdin.write((json.dumps(order) + "\n").encode())
     proc.stdin.flush()
 
 
-def _child_env(plan: NodePlan, task: int, gpus: list[str]) -> dict:
+def _child_env(plan: NodePlan, task: int, devices: list[str]) -> dict:
     env = dict(os.environ)
     env.update(plan.env)
-    env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
+    env["CUDA_VISIBLE_DEVICES"] = ",".join(devices)
     env["TFOS_RUN_ID"] = plan.run_id  # marks the node's processes (and their children) as this run's
     env["TFOS_TASK"] = "{}:{}".format(*plan.roles[task])
     env["TFOS_ATTEMPT"] = str(plan.attempt)
@@ -167,12 +167,13 @@ def _installed_pyspark(pythonpath: list[str]) -> bool:
     return all(PathFinder.find_spec(name, folders) is not None for name in ("pyspark", "py4j"))
 
 
-def spawn_child(plan: NodePlan, task: int, gpus: list[str], workdir: str) -> tuple[subprocess.Popen, int]:
+def spawn_child(plan: NodePlan, task: int, devices: list[str], workdir: str) -> tuple[subprocess.Popen, int]:
+    """Start the node's child process, seeing the GPUs ``devices`` (``CUDA_VISIBLE_DEVICES`` entries)."""
     status_r, status_w = os.pipe()
     proc = subprocess.Popen(
         [sys.executable, "-m", "tfos_notebook.runtime.node.child", str(status_w), str(os.getpid()), plan.run_id,
          str(task)],
-        env=_child_env(plan, task, gpus), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env=_child_env(plan, task, devices), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         pass_fds=(status_w,), start_new_session=True, cwd=workdir,
     )
     os.close(status_w)

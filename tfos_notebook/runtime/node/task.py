@@ -22,11 +22,14 @@ from urllib.parse import parse_qs, urlparse
 
 from ..wire import channel
 from ..wire import messages as m
+from ..wire.fuse import FuseError, fuse_path
+from ..wire.gpus import visible_devices
 from ..wire.orphans import kill_attempts_before, pid_dir
 from ..wire.paths import is_shared_logdir, local_path, node_dir_name
 from ..wire.plan import FOREGROUND_ROLES, NodePlan
 from ..wire.procs import kill_process_group
 from ..wire.versions import installed_versions
+from . import taskcontext
 from .ctx import NodeContext, tf_config
 from .feed.localfeed import LocalFeed
 from .gpusampler import GpuSampler
@@ -59,14 +62,18 @@ def sees_probe(probe: str | None) -> bool:
 def node_log_dir(plan: NodePlan, role: str, index: int, workdir: str) -> tuple[str, bool]:
     """This node's log directory, and whether its new bytes must be shipped to the driver.
 
-    A shared log directory (a URI other than ``file://``, or a ``/dbfs/`` path) is written directly,
-    one subdirectory per node. Otherwise the node writes on its own disk (under the given path,
-    which the driver made absolute, or a temporary one when the run has no log_dir) and ships what
-    it writes.
+    A shared log directory (a URI other than ``file://``, or a path under Databricks' ``/Volumes``
+    or ``/dbfs`` mounts; ``dbfs:/`` URIs through those mounts, see ``fuse.fuse_path``) is written
+    directly, one subdirectory per node. Otherwise the node writes on its own disk (under the given
+    path, which the driver made absolute, or a temporary one when the run has no log_dir) and ships
+    what it writes.
+
+    Raises:
+        FuseError: the log directory needs a Databricks mount that this host lacks.
     """
     name = node_dir_name(role, index)
     if is_shared_logdir(plan.log_dir):
-        return f"{plan.log_dir.rstrip('/')}/{name}", False
+        return f"{fuse_path(plan.log_dir).rstrip('/')}/{name}", False
     local = local_path(plan.log_dir)
     path = os.path.join(local or os.path.join(workdir, "logs"), name)
     os.makedirs(path, exist_ok=True)
@@ -79,8 +86,12 @@ def run_node(plan: NodePlan, task: int, gpus: list[str], local_feed: LocalFeed |
     role, index = plan.roles[task]
     if plan.attempt:  # a relaunch: what the lost attempt left on this host must not write beside us
         kill_attempts_before(plan.run_id, plan.attempt)
+    if plan.gpu_counts:
+        gpus = gpus[: plan.gpu_counts[task]]
+    # the devices the node's process sees: Spark's addresses, or what they index in an inherited list
+    devices = visible_devices(gpus, os.environ.get("CUDA_VISIBLE_DEVICES"))
     workdir = tempfile.mkdtemp(prefix=f"tfos-{plan.run_id}-{task}-")
-    proc, status_r = spawn_child(plan, task, gpus, workdir)  # starts up while the cluster reserves
+    proc, status_r = spawn_child(plan, task, devices, workdir)  # starts up while the cluster reserves
     pid_file = os.path.join(pid_dir(), f"{plan.run_id}-{task}.json")
     conn = orders = output = None
     try:
@@ -95,7 +106,7 @@ def run_node(plan: NodePlan, task: int, gpus: list[str], local_feed: LocalFeed |
         reservation.bind((host, 0))
         port = reservation.getsockname()[1]
         conn.send(m.encode(m.Register(task=task, attempt=plan.attempt, host=host, port=port, pid=os.getpid(),
-                                      gpus=tuple(gpus), executor_id=spark_executor_id(), hostname=socket.gethostname(),
+                                      gpus=tuple(devices), executor_id=spark_executor_id(), hostname=socket.gethostname(),
                                       sees_model_dir=sees_probe(plan.model_dir_probe), **installed_versions())))
         output = ChildOutput(proc, status_r, conn, local_feed)
         started = threading.Event()
@@ -111,21 +122,28 @@ def run_node(plan: NodePlan, task: int, gpus: list[str], local_feed: LocalFeed |
         spec = reply.cluster_spec
         import cloudpickle
 
-        log_dir, ship_logs = node_log_dir(plan, role, index, workdir)
+        try:  # TensorFlow opens dbfs:/ through Databricks' mounts, which this host may lack
+            log_dir, ship_logs = node_log_dir(plan, role, index, workdir)
+            model_dir = fuse_path(plan.model_dir) if plan.model_dir else None
+        except FuseError as e:  # the run fails with the reason, not retried: another host would lack it too
+            reservation.close()
+            conn.send(m.encode(m.Result(ok=False, traceback=f"{type(e).__name__}: {e}")))
+            return {"task": task, "outcome": "error"}
         ctx = NodeContext(run_id=plan.run_id, executor_id=task, job_name=role, task_index=index,
                           cluster_spec=spec, defaultFS=plan.default_fs, working_dir=plan.working_dir, host=host,
-                          spark_executor_id=spark_executor_id(), gpus=gpus, model_dir=plan.model_dir,
+                          spark_executor_id=spark_executor_id(), gpus=gpus, model_dir=model_dir,
                           log_dir=log_dir, attempt=plan.attempt, model_dir_shared=reply.model_dir_shared)
         payload, result_path = os.path.join(workdir, "payload.pkl"), os.path.join(workdir, "result.pkl")
         with open(payload, "wb") as f:
-            cloudpickle.dump({"main_fun": plan.main_fun, "args": plan.args, "ctx": ctx}, f)
+            cloudpickle.dump({"main_fun": plan.main_fun, "args": plan.args, "ctx": ctx,
+                              "task_context": taskcontext.capture()}, f)
         reservation.close()  # release the port just before TensorFlow binds it
         go = {"payload": payload, "result": result_path, "env": {"TF_CONFIG": tf_config(spec, role, index)}}
         proc.stdin.write((json.dumps(go) + "\n").encode())
         proc.stdin.close()
         conn.send(m.encode(m.NodeStateReport("running", proc.pid)))
         started.set()
-        sampler = GpuSampler(conn, gpus).start()
+        sampler = GpuSampler(conn, devices).start()
         try:
             return _supervise(plan, task, proc, output, result_path, orders, log_dir if ship_logs else None, reporter)
         finally:

@@ -14,9 +14,12 @@ A connection that fails this, sends an oversized frame, or stays silent during t
 dropped and logged; the server goes on serving the others. After the handshake, a frame that is
 not a msgpack map, or a message its handler refuses (``ChannelError``), is logged and counted in
 ``ControlServer.malformed`` and the connection goes on: the frame's length keeps the stream in
-step, and a bad message must never cost a node its connection. The channel authenticates
-but does not encrypt: on untrusted networks use Spark's own network encryption settings, as for
-the rest of Spark's traffic.
+step, and a bad message must never cost a node its connection.
+
+The channel authenticates; it also encrypts when the secret is a :class:`RunSecret` with a TLS
+identity (a run on a cluster that asks for encrypted traffic, see ``tls.py``): every connection
+then speaks TLS 1.3 first, the server presenting the run's certificate and the client accepting
+only that one, and the challenge-response runs inside it.
 """
 
 from __future__ import annotations
@@ -25,15 +28,18 @@ import hashlib
 import hmac
 import logging
 import os
+import select
 import socket
 import struct
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import msgpack
 
 from .errors import ChannelError
+from .tls import TlsIdentity, TlsSocket
 
 
 class MalformedFrame(ChannelError):
@@ -61,6 +67,35 @@ _PACKER = msgpack.Packer(use_bin_type=True)
 def new_secret() -> bytes:
     """A fresh per-run secret."""
     return os.urandom(32)
+
+
+@dataclass(frozen=True)
+class RunSecret:
+    """A run's secret ``key``, and the TLS identity its channels use when they are encrypted
+    (None: authenticated, not encrypted)."""
+
+    key: bytes
+    tls: TlsIdentity | None = None
+
+
+#: What servers and clients take: a bare key (authenticated, not encrypted) or a :class:`RunSecret`.
+Secret = bytes | RunSecret
+
+
+def secret_to_json(secret: Secret) -> dict:
+    """``secret`` as JSON-able text, for a node's own child process (over its stdin pipe)."""
+    key, tls = _unpack(secret)
+    return {"key": key.hex(), "tls": [tls.cert_pem.decode(), tls.key_pem.decode()] if tls else None}
+
+
+def secret_from_json(data: dict) -> RunSecret:
+    """The secret :func:`secret_to_json` wrote."""
+    tls = data["tls"]
+    return RunSecret(bytes.fromhex(data["key"]), TlsIdentity(tls[0].encode(), tls[1].encode()) if tls else None)
+
+
+def _unpack(secret: Secret) -> tuple[bytes, TlsIdentity | None]:
+    return (secret.key, secret.tls) if isinstance(secret, RunSecret) else (secret, None)
 
 
 def _proof(secret: bytes, label: bytes, a: bytes, b: bytes) -> bytes:
@@ -125,6 +160,13 @@ class Connection:
             raise MalformedFrame("malformed frame: not a map")
         return msg
 
+    def readable(self) -> bool:
+        """Whether received bytes wait to be read, without blocking (TLS may hold some already
+        taken off the socket, which ``select`` cannot see)."""
+        if isinstance(self.sock, TlsSocket) and self.sock.pending():
+            return True
+        return bool(select.select([self.sock], [], [], 0)[0])
+
     def close(self) -> None:
         self.closed = True
         try:
@@ -134,12 +176,20 @@ class Connection:
         self.sock.close()
 
 
-def connect(host: str, port: int, secret: bytes, timeout: float = 30.0,
+def connect(host: str, port: int, secret: Secret, timeout: float = 30.0,
             max_frame: int = DEFAULT_MAX_FRAME) -> Connection:
-    """Open an authenticated connection to a ``ControlServer``; raises ``ChannelError`` when the
-    server cannot prove it knows the secret."""
+    """Open an authenticated connection to a ``ControlServer`` (over TLS when ``secret`` carries a
+    TLS identity); raises ``ChannelError`` when the server cannot prove it knows the secret, and
+    ``ssl.SSLError`` when it does not present the run's certificate."""
+    secret, identity = _unpack(secret)
     sock = socket.create_connection((host, port), timeout=timeout)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if identity is not None:
+        try:
+            sock = TlsSocket.client(sock, identity)
+        except OSError:  # ssl.SSLError included
+            sock.close()
+            raise
     conn = Connection(sock, max_frame)
     try:
         hello = conn.recv(HANDSHAKE_MAX)
@@ -167,10 +217,10 @@ class ControlServer:
     stops the accept thread and every connection's thread and joins them.
     """
 
-    def __init__(self, host: str, secret: bytes, on_message: Callable[[Connection, dict], None],
+    def __init__(self, host: str, secret: Secret, on_message: Callable[[Connection, dict], None],
                  on_close: Callable[[Connection], None] | None = None,
                  max_frame: int = DEFAULT_MAX_FRAME) -> None:
-        self.secret = secret
+        self.secret, self.tls = _unpack(secret)
         self.on_message = on_message
         self.on_close = on_close or (lambda conn: None)
         self.max_frame = max_frame
@@ -212,10 +262,16 @@ class ControlServer:
 
     def _serve(self, sock: socket.socket, peer) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.settimeout(HANDSHAKE_TIMEOUT)
+        if self.tls is not None:
+            try:
+                sock = TlsSocket.server(sock, self.tls)
+            except OSError as e:  # ssl.SSLError included: not our TLS client
+                self._reject(Connection(sock, self.max_frame), peer, f"TLS handshake failed: {e}")
+                return
         conn = Connection(sock, self.max_frame)
         conn.attrs["peer"] = peer
         try:
-            sock.settimeout(HANDSHAKE_TIMEOUT)
             server_nonce = os.urandom(32)
             conn.send({"v": PROTOCOL_VERSION, "nonce": server_nonce})
             hello = conn.recv(HANDSHAKE_MAX)

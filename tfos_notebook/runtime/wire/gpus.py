@@ -1,4 +1,5 @@
-"""Which processes hold which GPUs on this machine, from NVML or ``nvidia-smi``'s CSV output.
+"""GPUs on this machine: which devices a process may see, and which processes hold which GPUs
+(from NVML or ``nvidia-smi``'s CSV output).
 
 Machine-readable formats only (``--query-*`` with ``--format=csv``): parsing the human table by
 word position breaks on names such as "NVIDIA H100 80GB HBM3".
@@ -16,7 +17,39 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from ...errors import ConfigError
+
 log = logging.getLogger(__name__)
+
+
+def visible_devices(addresses: list[str], inherited: str | None) -> list[str]:
+    """The ``CUDA_VISIBLE_DEVICES`` entries of the GPUs at Spark's ``addresses``.
+
+    Without an inherited ``CUDA_VISIBLE_DEVICES`` (``inherited`` None) the addresses are the
+    devices. When the process already has one (``spark.executorEnv.CUDA_VISIBLE_DEVICES=10,11,12,13``,
+    or the driver's own environment), the machine's usable GPUs are the ones it lists, and Spark's
+    addresses are positions in that list: address 0 is device 10.
+
+    Raises:
+        ConfigError: an address is not a plain index into the inherited list, or is past its end.
+    """
+    if inherited is None or not addresses:
+        return list(addresses)
+    devices = [d.strip() for d in inherited.split(",") if d.strip()]
+    found = []
+    for address in addresses:
+        if not address.isdigit() or (address != "0" and address.startswith("0")):
+            raise ConfigError(
+                f"Spark gave GPU address {address!r}, which cannot index CUDA_VISIBLE_DEVICES={inherited}: with "
+                "CUDA_VISIBLE_DEVICES set, Spark's GPU addresses are positions in it; make the GPU discovery "
+                "script report 0, 1, 2..., or unset CUDA_VISIBLE_DEVICES")
+        if int(address) >= len(devices):
+            raise ConfigError(
+                f"Spark gave GPU address {address}, but CUDA_VISIBLE_DEVICES={inherited!r} lists {len(devices)} "
+                "device(s): Spark's GPU addresses are positions in it; make it list every GPU the discovery script "
+                "reports, or unset it")
+        found.append(devices[int(address)])
+    return found
 
 
 @dataclass(frozen=True)

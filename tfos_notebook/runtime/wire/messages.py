@@ -59,7 +59,7 @@ class Register(Message):
     port: int
     pid: int
     executor_id: str = ""
-    gpus: tuple[str, ...] = ()
+    gpus: tuple[str, ...] = ()  # the node's CUDA_VISIBLE_DEVICES
     python: str = ""
     tensorflow: str = ""
     hostname: str = ""

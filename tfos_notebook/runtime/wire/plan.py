@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .channel import Secret
     from .feed.stage import InStage
 
 #: The roles that train (and, with InputMode.SPARK, are fed); ps and evaluator run beside them.
@@ -31,7 +32,7 @@ class NodePlan:
     run_id: str
     server_host: str
     server_port: int
-    secret: bytes
+    secret: Secret
     main_fun: Any
     args: Any
     roles: list[tuple[str, int]]
@@ -46,6 +47,7 @@ class NodePlan:
     stop_grace_secs: float = 5.0
     feed_buffer_bytes: int = 0  # > 0: InputMode.SPARK, chief and workers serve a data feed this big
     instage: InStage | None = None  # each node's own task feeds it its partition
+    gpu_counts: tuple[int, ...] = ()  # by task: how many of its task's GPUs each node uses (empty: all)
 
     def __call__(self, task: int, gpus: list[str]) -> dict:  # the barrier task's body (SparkBackend.barrier)
         return node_code("run_node")(self, task, gpus)

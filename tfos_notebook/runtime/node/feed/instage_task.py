@@ -16,6 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from ...wire import channel
 from ...wire.errors import FeedError
 from ...wire.feed.codec import batch_bytes, batches_of_rows, result_values
 from ...wire.feed.protocol import FRAME_BYTES, tell
@@ -63,7 +64,7 @@ def _batches(spec: InStage, items: Iterator) -> Iterator[pa.RecordBatch]:
     return (b.drop_columns([FEED_KEY]) if FEED_KEY in b.schema.names else b for b in items)
 
 
-def feed_node(spec: InStage, secret: bytes, run_id: str, task: int, items: Iterator, local: LocalFeed,
+def feed_node(spec: InStage, secret: channel.Secret, run_id: str, task: int, items: Iterator, local: LocalFeed,
               ahead_bytes: int = 64 << 20) -> Iterator:
     """Stream this task's partition to its own node: every epoch (training), or once with the
     predictions yielded as they come (inference). The partition is read from Spark (and spilled,
@@ -84,7 +85,7 @@ def feed_node(spec: InStage, secret: bytes, run_id: str, task: int, items: Itera
             spill.delete()
 
 
-def _feed(spec: InStage, secret: bytes, task: int, address: tuple[str, int], first: Iterator[pa.RecordBatch],
+def _feed(spec: InStage, secret: channel.Secret, task: int, address: tuple[str, int], first: Iterator[pa.RecordBatch],
           spill: _Spill | None) -> Iterator:
     timeout = spec.timeout + TASK_TIMEOUT_MARGIN
     tell(address, secret, {"t": "sample", "pass": "in-stage", "data": spec.sample})

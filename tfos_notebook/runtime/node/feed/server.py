@@ -87,7 +87,7 @@ class FeedServer:
         buffer_bytes: how many bytes of fed data may wait for the consumer.
     """
 
-    def __init__(self, secret: bytes, host: str, buffer_bytes: int) -> None:
+    def __init__(self, secret: channel.Secret, host: str, buffer_bytes: int) -> None:
         self.secret, self.host, self.buffer_bytes = secret, host, buffer_bytes
         self.queue: FeedQueue | None = None
         self.ended = False

@@ -15,7 +15,7 @@ from ..timeouts import Deadline
 log = logging.getLogger(__name__)
 
 
-def ask_driver(driver: tuple[str, int] | None, secret: bytes, task: int, wait: float = 10.0) -> str:
+def ask_driver(driver: tuple[str, int] | None, secret: channel.Secret, task: int, wait: float = 10.0) -> str:
     """Why node ``task`` failed, as the run's driver tells (waiting up to ``wait`` seconds while the
     node is still live there: its failure may be on its way); "" if it did not, or cannot be asked."""
     if driver is None:

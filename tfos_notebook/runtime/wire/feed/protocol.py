@@ -23,7 +23,6 @@ node -> client
 
 from __future__ import annotations
 
-import select
 import socket
 
 import pyarrow as pa
@@ -44,7 +43,7 @@ class FeedClient:
     makes the call raise ``TimeoutError``.
     """
 
-    def __init__(self, address: tuple[str, int], secret: bytes, timeout: float | None) -> None:
+    def __init__(self, address: tuple[str, int], secret: channel.Secret, timeout: float | None) -> None:
         self.address = address
         self.conn = channel.connect(address[0], int(address[1]), secret,
                                     timeout=CONNECT_TIMEOUT if timeout is None else min(timeout, CONNECT_TIMEOUT),
@@ -75,8 +74,7 @@ class FeedClient:
     def poll_notice(self) -> bool:
         """True once the node said ``terminated`` (checked without blocking)."""
         while not self.terminated:
-            readable, _, _ = select.select([self.conn.sock], [], [], 0)
-            if not readable:
+            if not self.conn.readable():
                 break
             if self.conn.recv().get("t") == "terminated":
                 self.terminated = True
@@ -89,7 +87,7 @@ class FeedClient:
         self.conn.close()
 
 
-def tell(address: tuple[str, int], secret: bytes, msg: dict, timeout: float = CONNECT_TIMEOUT) -> dict:
+def tell(address: tuple[str, int], secret: channel.Secret, msg: dict, timeout: float = CONNECT_TIMEOUT) -> dict:
     """Send one control message (``sample``, ``epoch_end``, ``end``) to a node and return its reply."""
     client = FeedClient(address, secret, timeout)
     try:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from .. import channel
 from ..errors import ChannelError, FeedError, FeedTimeout
 from .codec import batches_of_rows, result_values, slices
 from .nodequery import ask_driver
@@ -67,7 +68,7 @@ class TrainFeed:
         rdd_schema: Arrow schema (IPC bytes) for the rows of an RDD; None for a DataFrame.
     """
 
-    secret: bytes
+    secret: channel.Secret
     nodes: list[tuple[str, int]]
     pass_id: str
     timeout: float
@@ -153,7 +154,7 @@ class InferFeed:
             a node whose feed is gone is asked after there, so that its own failure is reported.
     """
 
-    secret: bytes
+    secret: channel.Secret
     nodes: list[tuple[str, int]]
     timeout: float
     rdd_schema: bytes | None = None
