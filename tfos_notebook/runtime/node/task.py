@@ -109,8 +109,9 @@ def run_node(plan: NodePlan, task: int, gpus: list[str], local_feed: LocalFeed |
                                       gpus=tuple(devices), executor_id=spark_executor_id(), hostname=socket.gethostname(),
                                       sees_model_dir=sees_probe(plan.model_dir_probe), **installed_versions())))
         output = ChildOutput(proc, status_r, conn, local_feed)
-        started = threading.Event()
-        reporter = threading.Thread(target=report_leftovers, args=(plan.run_id, conn, host, started), daemon=True)
+        started, ended = threading.Event(), threading.Event()  # the child was told to go; its process ended
+        reporter = threading.Thread(target=report_leftovers, args=(plan.run_id, conn, host, started, ended),
+                                    daemon=True)
         reporter.start()
         orders = Orders(conn)
         reply = orders.next()
@@ -145,7 +146,8 @@ def run_node(plan: NodePlan, task: int, gpus: list[str], local_feed: LocalFeed |
         started.set()
         sampler = GpuSampler(conn, devices).start()
         try:
-            return _supervise(plan, task, proc, output, result_path, orders, log_dir if ship_logs else None, reporter)
+            return _supervise(plan, task, proc, output, result_path, orders, log_dir if ship_logs else None, reporter,
+                              ended)
         finally:
             sampler.stop()
     finally:
@@ -166,13 +168,12 @@ def run_node(plan: NodePlan, task: int, gpus: list[str], local_feed: LocalFeed |
 
 
 def _supervise(plan: NodePlan, task: int, proc: subprocess.Popen, output: ChildOutput, result_path: str,
-               orders: Orders, ship_dir: str | None, reporter: threading.Thread) -> dict:
+               orders: Orders, ship_dir: str | None, reporter: threading.Thread, ended: threading.Event) -> dict:
     """Forward the child's output, progress and (from ``ship_dir``) event files, obey stop, and
-    report its outcome."""
+    report its outcome (setting ``ended`` once the child's process ended)."""
     conn = orders.conn
     shipper = LogShipper(conn, ship_dir).start() if ship_dir else None
     stopped = threading.Event()
-    ended = threading.Event()  # the child's process ended
 
     def listen() -> None:  # the driver may tell this node to stop at any time
         for msg in iter(orders.next, None):  # None: the connection is gone
