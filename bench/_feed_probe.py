@@ -1,7 +1,6 @@
 """One measurement of bench/feed.py, in a Spark application of its own on the given cluster.
 
-Runs with our venv (``--impl ours-df|ours-rdd|ours-datafeed|ceiling``, or in-stage
-``ours-instage-datafeed`` (TFoS's program with our import) / ``ours-instage-df``) or the anchor's
+Runs with our venv (``--impl ours-df|ours-rdd|ours-datafeed|ceiling``) or the anchor's
 (``--impl tfos-row|tfos-chunk``), feeds MNIST-sized rows (784 float32 + an int64 label) to
 ``--workers`` nodes and prints one JSON line: the rows/s each node consumed, per window of
 ``--rows-per-worker`` rows (one epoch's share); for ``ours-df`` also Spark's own Arrow read rate
@@ -133,32 +132,6 @@ def _count_batches(batches):
     yield pa.RecordBatch.from_pylist([{"n": sum(b.num_rows for b in batches)}])
 
 
-def _count_rows(rows):
-    yield sum(1 for _ in rows)
-
-
-def spark_noop_rates(data, rows: int, workers: int, repeats: int) -> list[float]:
-    """A no-op pass over ``data`` (an RDD: rows unpickled and counted in each task), per worker:
-    the most any path could get the same rows out of Spark here."""
-    rates = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        data.mapPartitions(_count_rows).collect()
-        rates.append(rows / (time.perf_counter() - t0) / workers)
-    return rates
-
-
-def spread_seconds(data, workers: int) -> float:
-    """Seconds Spark takes to deal ``data`` out to the nodes' partitions (the shuffle an in-stage
-    feed runs once per attempt, before the nodes' clocks start)."""
-    from tfos_notebook.runtime.driver.feed.instage import spread
-
-    spread_out = spread(data, [("chief", 0)] + [("worker", i) for i in range(workers - 1)])
-    t0 = time.perf_counter()
-    spread_out.count()
-    return time.perf_counter() - t0
-
-
 def spark_arrow_rates(df, rows: int, workers: int, repeats: int) -> list[float]:
     """Spark's own Arrow read of ``df`` (a no-op ``mapInArrow`` on every slot, no TensorFlow
     running), per worker: the most any Spark-fed path could deliver here."""
@@ -173,8 +146,7 @@ def spark_arrow_rates(df, rows: int, workers: int, repeats: int) -> list[float]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--impl", required=True,
-                        choices=["ours-df", "ours-rdd", "ours-datafeed", "ceiling", "tfos-row", "tfos-chunk",
-                 "ours-instage-datafeed", "ours-instage-df"])
+                        choices=["ours-df", "ours-rdd", "ours-datafeed", "ceiling", "tfos-row", "tfos-chunk"])
     parser.add_argument("--master", required=True)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--rows-per-worker", type=int, default=40000)
@@ -211,29 +183,6 @@ def main() -> None:
         cluster.train(data, num_epochs=opts.epochs)
         cluster.shutdown()
         rates = [json.loads(p.read_text()) for p in sorted(Path(out).glob("*.json"))]
-    elif opts.impl.startswith("ours-instage"):
-        from tfos_notebook import Run, TFCluster
-        from tfos_notebook.runtime.driver.events import ClusterReady
-
-        df = opts.impl == "ours-instage-df"
-        data = make_data(spark, "ours-df" if df else "ours-rdd", rows, opts.partitions)
-        noop = spark_arrow_rates if df else spark_noop_rates  # the same rows out of Spark, nothing else
-        extra["spark-arrow" if df else "spark-noop-rdd"] = noop(data, rows, opts.workers, opts.epochs + 1)[1:]
-        extra[f"spread-{opts.impl}"] = [spread_seconds(data, opts.workers)]
-        t0, wall0 = time.perf_counter(), time.time()
-        if opts.impl == "ours-instage-datafeed":  # TensorFlowOnSpark's program, with our import
-            cluster = TFCluster.run(sc, datafeed_node, args, opts.workers, num_ps=0, tensorboard=False,
-                                    input_mode=TFCluster.InputMode.SPARK, master_node="chief", feed_buffer_mb=16)
-            extra["launch-ours-instage"] = [time.perf_counter() - t0]
-            cluster.train(data, num_epochs=opts.epochs)
-            run = cluster.run_handle
-            cluster.shutdown()
-        else:
-            run = Run(sc, dataset_node, args, opts.workers, input_mode="spark", feed_buffer_mb=16)
-            run.start(data, epochs=opts.epochs).wait(1800)
-        extra[f"ready-{opts.impl}"] = [run.events.events(ClusterReady)[0].t - wall0]
-        rates = list(run.results.values())
-        extra[f"{opts.impl}-first"] = [node[0] for node in rates if node]  # the epoch read from Spark
     else:
         from tfos_notebook import Run
 

@@ -14,6 +14,7 @@ from tfos_notebook.runtime.driver.errors import ChannelError
 from tfos_notebook.runtime.node.feed.datafeed import DataFeed, arrays_of, predict
 from tfos_notebook.runtime.node.feed.server import FeedServer
 from tfos_notebook.runtime.wire import channel
+from tfos_notebook.runtime.wire.feed.codec import empty_stream
 from tfos_notebook.runtime.wire.feed.protocol import FeedClient, tell
 from tfos_notebook.runtime.wire.feed.tasks import InferFeed, TrainFeed
 
@@ -130,3 +131,26 @@ def test_predictions_go_back_to_the_task_that_sent_each_row(server):
     consumer.join(10)
     for p in range(3):
         assert outputs[p] == [(i, i * 10) for i in range(p * 1000, p * 1000 + 400)]
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["plain", "tls"])
+def test_a_fed_nodes_child_serves_its_data_feed_before_it_is_told_to_go(tmp_path, tls):
+    """The node's child process, started as a barrier task starts it: told where to serve, it
+    listens at once (with TLS on an encrypted cluster), while the cluster still forms, and leaves
+    quietly when no go ever comes."""
+    from tfos_notebook.runtime.node.nodeproc import serve_feed, spawn_child
+    from tfos_notebook.runtime.wire import messages as m
+    from tfos_notebook.runtime.wire.plan import NodePlan
+    from tfos_notebook.runtime.wire.tls import new_identity
+
+    secret = channel.RunSecret(SECRET, new_identity() if tls else None)
+    plan = NodePlan("r-early", "127.0.0.1", 1, secret, None, None, [("chief", 0)], "file:///", str(tmp_path))
+    proc, status_r = spawn_child(plan, 0, [], str(tmp_path))
+    with open(status_r, "rb") as status:
+        serve_feed(proc, secret, "127.0.0.1", 1 << 20)
+        serving = m.from_json(status.readline())
+        assert isinstance(serving, m.FeedServing)
+        sample = empty_stream(pa.schema([("id", pa.int64())])).to_pybytes()
+        assert tell((serving.host, serving.port), secret, {"t": "sample", "pass": "p", "data": sample}) == {"t": "ok"}
+        proc.stdin.close()  # no go: the run ended before its cluster formed
+        assert proc.wait(10) == 0

@@ -14,6 +14,8 @@ import pytest
 from tfos_notebook import InputMode, Run, TFCluster
 from tfos_notebook.runtime.driver.events import FeedPlanned
 from tfos_notebook.runtime.driver.feed.instage import _murmur3_int, partition_keys
+from tfos_notebook.runtime.wire.feed.codec import schema_for_sample
+from tfos_notebook.runtime.wire.feed.stage import Dealer, dealt_batches
 
 from . import nodes
 
@@ -27,6 +29,21 @@ def expected_sums(n: int = ROWS) -> list[int]:
 def per_epoch_totals(results: dict) -> list[list[int]]:
     epochs = len(next(iter(results.values()))["sums"])
     return [[sum(r["sums"][e][k] for r in results.values()) for k in range(3)] for e in range(epochs)]
+
+
+def test_a_dealer_gathers_each_nodes_rows_into_few_arrow_records_round_robin():
+    import numpy as np
+
+    rows = [(np.full(784, i, np.float32), i) for i in range(5000)]
+    schema = schema_for_sample(rows[0]).serialize().to_pybytes()
+    records = list(Dealer((1, 3), schema)(2, iter(rows)))  # partition 2 of the data, tasks 1 and 3 train
+    assert {task for task, _ in records} == {1, 3} and len(records) < 20
+    got = {task: [] for task in (1, 3)}
+    for task, record in records:
+        for batch in dealt_batches([record]):
+            got[task] += batch.column("_2").to_pylist()
+            assert (batch.column("_1").flatten().to_numpy().reshape(-1, 784)[:, 0] == batch.column("_2").to_numpy()).all()
+    assert got == {1: list(range(0, 5000, 2)), 3: list(range(1, 5000, 2))}  # row i of partition 2 to (2 + i) % 2
 
 
 def test_partition_keys_send_each_key_to_its_task_as_spark_hashes(local_spark):
@@ -49,6 +66,20 @@ def test_dataframe_is_fed_exactly_once_per_epoch_with_as_many_slots_as_nodes(loc
     assert per_epoch_totals(run.results) == [expected_sums()] * 3
     assert [e.path for e in run.events.events(FeedPlanned)] == ["in-stage"]
     assert run.instage.epochs_fed() == 3 and sum(run.instage.rows_per_node().values()) == 3 * ROWS
+
+
+def stages_run(sc, run: Run) -> int:
+    tracker = sc.statusTracker()
+    return sum(len(tracker.getJobInfo(job).stageIds) for job in tracker.getJobIdsForGroup(run.job_group))
+
+
+def test_data_with_one_partition_per_node_is_fed_as_it_is_without_a_shuffle(local_spark):
+    sc = local_spark.sparkContext
+    for data in (sc.parallelize([(i,) for i in range(ROWS)], 2), local_spark.range(0, ROWS, numPartitions=2)):
+        run = Run(local_spark, nodes.datafeed_ids, {}, 2, input_mode="spark").start(data, epochs=2)
+        run.wait(300)
+        assert sorted(i for ids in run.results.values() for i in ids) == sorted(list(range(ROWS)) * 2)
+        assert stages_run(sc, run) == 1  # the barrier stage alone: no shuffle dealt the rows out
 
 
 def test_a_relaunched_run_feeds_every_epoch_exactly_once_again(local_spark):

@@ -182,7 +182,8 @@ class Run(SparkFeeding, RunOutcome):
                                   "data needs Run(..., input_mode='spark')")
             from .feed.instage import InStageFeed
 
-            self.instage = InStageFeed(data, self.roles, "infer" if predict else "train", epochs, feed_timeout, keep)
+            self.instage = InStageFeed(data, self.roles, "infer" if predict else "train", epochs, feed_timeout, keep,
+                                       self.backend.partitions(data))
         with self._lock:
             self.started_at = time.monotonic()
             self.lifecycle.transition(RunState.RESERVING)

@@ -2,11 +2,13 @@
 
 Started by the node as soon as its Spark task begins (``python -m tfos_notebook.runtime.node.child
 STATUS_FD NODE_PID RUN_ID TASK``), in a process group of its own with ``CUDA_VISIBLE_DEVICES`` already in its
-environment, so that interpreter start-up and imports overlap the reservation. When the cluster
-spec is known the node writes one JSON line to its stdin: the payload and result paths and the
-rest of the environment (``TF_CONFIG``); an empty stdin means "not needed", and it exits. A fresh
-process per run means TensorFlow's collective state never leaks into the next run, and killing
-the group releases every GPU and port it held.
+environment, so that interpreter start-up and imports overlap the reservation. A fed node (input
+mode ``spark``) first writes a line saying where to serve the data feed, which the child does at
+once, while the cluster still forms. When the cluster spec is known the node writes one JSON line
+to its stdin: the payload and result paths and the rest of the environment (``TF_CONFIG``); an
+empty stdin means "not needed", and it exits. A fresh process per run means TensorFlow's
+collective state never leaks into the next run, and killing the group releases every GPU and port
+it held.
 
 It writes the outcome to RESULT (a pickled ``("ok", value_bytes, type_name)`` or ``("error", traceback)``),
 progress lines to STATUS_FD, and kills itself and its group if the node that started it dies.
@@ -36,6 +38,19 @@ def _type_name(value) -> str:
     return f"{cls.__module__}.{cls.__qualname__}" if cls.__module__ != "builtins" else cls.__qualname__
 
 
+def _next_order() -> dict | None:
+    """The node's next order on stdin (None: its stdin closed, nothing more will come)."""
+    line = sys.stdin.readline()
+    return json.loads(line) if line.strip() else None
+
+
+def _serve_feed(spec: dict, status):
+    from ..wire.channel import secret_from_json
+    from .feed.server import FeedServer
+
+    return FeedServer(secret_from_json(spec["secret"]), spec["host"], spec["buffer_bytes"]).start(status)
+
+
 def main(argv: list[str]) -> int:
     status_fd, node_pid = int(argv[1]), int(argv[2])
     threading.Thread(target=watch_parent, args=(node_pid,), daemon=True).start()
@@ -45,21 +60,27 @@ def main(argv: list[str]) -> int:
     from . import ctx as _ctx  # noqa: F401  (the payload's NodeContext)
     from . import taskcontext
 
-    line = sys.stdin.readline()
-    if not line.strip():
+    order = _next_order()
+    feed = unserved = None
+    if order is not None and "feed" in order:  # InputMode.SPARK: serve the data feed while the cluster forms
+        try:
+            feed = _serve_feed(order["feed"], status)
+        except Exception as e:  # the function's outcome, once there is one to report
+            unserved = e
+        order = _next_order()
+    if order is None:
         return 0
-    go = json.loads(line)
-    payload_path, result_path = go["payload"], go["result"]
-    os.environ.update(go["env"])
+    payload_path, result_path = order["payload"], order["result"]
+    os.environ.update(order["env"])
     try:
+        if unserved is not None:
+            raise unserved
         with open(payload_path, "rb") as f:
             payload = pickle.load(f)
         taskcontext.install_on_import(payload["task_context"])  # BarrierTaskContext.get() answers for the task
         ctx = payload["ctx"]
         ctx._status = status
-        ctx.mgr = payload.get("feed")
-        if ctx.mgr is not None:  # InputMode.SPARK: serve the data feed before the function starts
-            ctx.mgr.start(status)
+        ctx.mgr = feed
         value = payload["main_fun"](payload["args"], ctx)
         _write_result(result_path, ("ok", cloudpickle.dumps(value), _type_name(value)))
         return 0

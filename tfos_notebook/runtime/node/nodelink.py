@@ -88,15 +88,17 @@ class Orders:
 
 
 def report_leftovers(run_id: str, conn: channel.Connection, address: str, started: threading.Event,
-                      stall_secs: float = 2.0) -> None:
+                     ended: threading.Event, stall_secs: float = 2.0, settle_secs: float = 1.0) -> None:
     """Tell the driver about processes of earlier runs (and foreign GPU holders) on this host.
 
-    The scan costs a few hundred milliseconds of CPU, so it waits until the child was told to go,
-    or until the reservation has stalled for ``stall_secs`` (when its findings matter most), to
-    stay off the launch's critical path."""
+    The scan costs tens to hundreds of milliseconds of CPU, which the launch must not share: it
+    waits until the child was told to go and then ``settle_secs`` more, while the child starts its
+    function (or until the child ended, if sooner); or until the reservation has stalled for
+    ``stall_secs``, when its findings matter most."""
     from ..wire.orphans import scan_host
 
-    started.wait(stall_secs)
+    if started.wait(stall_secs):
+        ended.wait(settle_secs)
     try:
         found = tuple(asdict(x) for x in scan_host(exclude_runs={run_id}, address=address))
     except Exception:  # diagnostics must never break the node

@@ -4,6 +4,7 @@ pre-spawn), and the threads that carry its output lines and status reports to th
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import queue
@@ -95,6 +96,36 @@ def pump_status(stream, fwd: Forwarder, local_feed: LocalFeed | None) -> None:
         else:
             log.warning("the node's process sent %r on its status pipe; ignored", msg.TYPE)
     stream.close()
+
+
+class ChildOutput:
+    """The child's stdout and stderr lines and status reports, carried to the driver through a
+    :class:`Forwarder` from the node's registration on (the data feed may be reported before the
+    cluster is formed); a status report that the node's data feed listens also reaches
+    ``local_feed``. :meth:`close` waits for the pumps (bounded) and flushes what they read."""
+
+    def __init__(self, proc: subprocess.Popen, status_r: int, conn: channel.Connection,
+                 local_feed: LocalFeed | None) -> None:
+        self.fwd = Forwarder(conn)
+        self.pumps = [threading.Thread(target=pump_lines, args=(proc.stdout, "stdout", self.fwd), daemon=True),
+                      threading.Thread(target=pump_lines, args=(proc.stderr, "stderr", self.fwd), daemon=True),
+                      threading.Thread(target=pump_status, args=(os.fdopen(status_r, "rb"), self.fwd, local_feed),
+                                       daemon=True)]
+        for t in self.pumps:
+            t.start()
+
+    def close(self, timeout: float = 5.0) -> None:
+        for t in self.pumps:
+            t.join(timeout=timeout)
+        self.fwd.close()
+
+
+def serve_feed(proc: subprocess.Popen, secret: channel.Secret, host: str, buffer_bytes: int) -> None:
+    """Have the child serve the node's data feed at once, before it is told to go: data can then
+    flow into its buffer while the cluster forms and the user's function starts."""
+    order = {"feed": {"secret": channel.secret_to_json(secret), "host": host, "buffer_bytes": buffer_bytes}}
+    proc.stdin.write((json.dumps(order) + "\n").encode())
+    proc.stdin.flush()
 
 
 def _child_env(plan: NodePlan, task: int, devices: list[str]) -> dict:

@@ -35,7 +35,7 @@ from .feed.localfeed import LocalFeed
 from .gpusampler import GpuSampler
 from .logship import LogShipper
 from .nodelink import Orders, read_result, report_leftovers, result_message
-from .nodeproc import Forwarder, pump_lines, pump_status, spawn_child
+from .nodeproc import ChildOutput, serve_feed, spawn_child
 
 log = logging.getLogger(__name__)
 
@@ -93,21 +93,25 @@ def run_node(plan: NodePlan, task: int, gpus: list[str], local_feed: LocalFeed |
     workdir = tempfile.mkdtemp(prefix=f"tfos-{plan.run_id}-{task}-")
     proc, status_r = spawn_child(plan, task, devices, workdir)  # starts up while the cluster reserves
     pid_file = os.path.join(pid_dir(), f"{plan.run_id}-{task}.json")
-    conn = orders = None
+    conn = orders = output = None
     try:
         with open(pid_file, "w") as f:
             json.dump({"run_id": plan.run_id, "task": task, "role": f"{role}:{index}", "pid": proc.pid,
                        "pgid": proc.pid, "node_pid": os.getpid(), "started": time.time()}, f)
         conn = channel.connect(plan.server_host, plan.server_port, plan.secret)
         host = conn.sock.getsockname()[0]  # the address on which this executor reaches the driver
+        if plan.feed_buffer_bytes and role in FOREGROUND_ROLES:
+            serve_feed(proc, plan.secret, host, plan.feed_buffer_bytes)
         reservation = socket.socket()
         reservation.bind((host, 0))
         port = reservation.getsockname()[1]
         conn.send(m.encode(m.Register(task=task, attempt=plan.attempt, host=host, port=port, pid=os.getpid(),
                                       gpus=tuple(devices), executor_id=spark_executor_id(), hostname=socket.gethostname(),
                                       sees_model_dir=sees_probe(plan.model_dir_probe), **installed_versions())))
-        started = threading.Event()
-        reporter = threading.Thread(target=report_leftovers, args=(plan.run_id, conn, host, started), daemon=True)
+        output = ChildOutput(proc, status_r, conn, local_feed)
+        started, ended = threading.Event(), threading.Event()  # the child was told to go; its process ended
+        reporter = threading.Thread(target=report_leftovers, args=(plan.run_id, conn, host, started, ended),
+                                    daemon=True)
         reporter.start()
         orders = Orders(conn)
         reply = orders.next()
@@ -131,13 +135,8 @@ def run_node(plan: NodePlan, task: int, gpus: list[str], local_feed: LocalFeed |
                           spark_executor_id=spark_executor_id(), gpus=gpus, model_dir=model_dir,
                           log_dir=log_dir, attempt=plan.attempt, model_dir_shared=reply.model_dir_shared)
         payload, result_path = os.path.join(workdir, "payload.pkl"), os.path.join(workdir, "result.pkl")
-        feed = None
-        if plan.feed_buffer_bytes and role in FOREGROUND_ROLES:
-            from .feed.server import FeedServer
-
-            feed = FeedServer(plan.secret, host, plan.feed_buffer_bytes)
         with open(payload, "wb") as f:
-            cloudpickle.dump({"main_fun": plan.main_fun, "args": plan.args, "ctx": ctx, "feed": feed,
+            cloudpickle.dump({"main_fun": plan.main_fun, "args": plan.args, "ctx": ctx,
                               "task_context": taskcontext.capture()}, f)
         reservation.close()  # release the port just before TensorFlow binds it
         go = {"payload": payload, "result": result_path, "env": {"TF_CONFIG": tf_config(spec, role, index)}}
@@ -147,12 +146,16 @@ def run_node(plan: NodePlan, task: int, gpus: list[str], local_feed: LocalFeed |
         started.set()
         sampler = GpuSampler(conn, devices).start()
         try:
-            return _supervise(plan, task, proc, status_r, result_path, orders, log_dir if ship_logs else None,
-                              reporter, local_feed)
+            return _supervise(plan, task, proc, output, result_path, orders, log_dir if ship_logs else None, reporter,
+                              ended)
         finally:
             sampler.stop()
     finally:
         kill_process_group(proc, 0.5)
+        if output is not None:
+            output.close()
+        else:
+            os.close(status_r)
         try:
             os.remove(pid_file)
         except OSError as e:
@@ -164,21 +167,13 @@ def run_node(plan: NodePlan, task: int, gpus: list[str], local_feed: LocalFeed |
             orders.join()  # its threads end with the connection
 
 
-def _supervise(plan: NodePlan, task: int, proc: subprocess.Popen, status_r: int, result_path: str,
-               orders: Orders, ship_dir: str | None, reporter: threading.Thread,
-               local_feed: LocalFeed | None) -> dict:
+def _supervise(plan: NodePlan, task: int, proc: subprocess.Popen, output: ChildOutput, result_path: str,
+               orders: Orders, ship_dir: str | None, reporter: threading.Thread, ended: threading.Event) -> dict:
     """Forward the child's output, progress and (from ``ship_dir``) event files, obey stop, and
-    report its outcome."""
+    report its outcome (setting ``ended`` once the child's process ended)."""
     conn = orders.conn
-    fwd = Forwarder(conn)
-    pumps = [threading.Thread(target=pump_lines, args=(proc.stdout, "stdout", fwd), daemon=True),
-             threading.Thread(target=pump_lines, args=(proc.stderr, "stderr", fwd), daemon=True),
-             threading.Thread(target=pump_status, args=(os.fdopen(status_r, "rb"), fwd, local_feed), daemon=True)]
-    for t in pumps:
-        t.start()
     shipper = LogShipper(conn, ship_dir).start() if ship_dir else None
     stopped = threading.Event()
-    ended = threading.Event()  # the child's process ended
 
     def listen() -> None:  # the driver may tell this node to stop at any time
         for msg in iter(orders.next, None):  # None: the connection is gone
@@ -205,9 +200,7 @@ def _supervise(plan: NodePlan, task: int, proc: subprocess.Popen, status_r: int,
     exit_code = proc.wait()
     ended.set()
     watcher.join()
-    for t in pumps:
-        t.join(timeout=5)
-    fwd.close()
+    output.close()  # every output line reaches the driver before the result
     if shipper is not None:
         shipper.close()  # every event-file byte reaches the driver before the result
     msg = result_message(read_result(result_path), exit_code, stopped.is_set())

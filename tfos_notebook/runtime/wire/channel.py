@@ -82,6 +82,18 @@ class RunSecret:
 Secret = bytes | RunSecret
 
 
+def secret_to_json(secret: Secret) -> dict:
+    """``secret`` as JSON-able text, for a node's own child process (over its stdin pipe)."""
+    key, tls = _unpack(secret)
+    return {"key": key.hex(), "tls": [tls.cert_pem.decode(), tls.key_pem.decode()] if tls else None}
+
+
+def secret_from_json(data: dict) -> RunSecret:
+    """The secret :func:`secret_to_json` wrote."""
+    tls = data["tls"]
+    return RunSecret(bytes.fromhex(data["key"]), TlsIdentity(tls[0].encode(), tls[1].encode()) if tls else None)
+
+
 def _unpack(secret: Secret) -> tuple[bytes, TlsIdentity | None]:
     return (secret.key, secret.tls) if isinstance(secret, RunSecret) else (secret, None)
 

@@ -40,9 +40,7 @@ class DataSample:
         from pyspark.sql import DataFrame
 
         if isinstance(data, DataFrame):
-            table = data.limit(1).toArrow()
-            batch = table.combine_chunks().to_batches()[0] if table.num_rows else None
-            return cls("df", batch, table.schema)
+            return cls("df", *_first_row(data))
         if isinstance(data, RDD):
             first = data.take(1)
             if not first:
@@ -60,3 +58,19 @@ class DataSample:
         if self.sample is not None:
             return batch_bytes(self.sample).to_pybytes()
         return empty_stream(self.schema if self.schema is not None else pa.schema([])).to_pybytes()
+
+
+def _first_row(df: Any) -> tuple[pa.RecordBatch | None, pa.Schema]:
+    """A DataFrame's first row as a record batch, and its Arrow schema: the row is read with
+    ``take(1)``, a job of one task, and made Arrow here with the schema Spark's own Arrow
+    conversion gives the DataFrame (``toArrow`` of a limit would scan every partition)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    rows = df.take(1)
+    large = df.sparkSession.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false") == "true"
+    try:
+        schema = to_arrow_schema(df.schema, timezone="UTC", prefers_large_types=large)
+        return (pa.RecordBatch.from_pylist([rows[0].asDict(recursive=True)], schema=schema) if rows else None), schema
+    except (TypeError, ValueError, pa.ArrowException):  # a type only Spark's JVM turns into Arrow
+        table = df.limit(1).toArrow()
+        return (table.combine_chunks().to_batches()[0] if table.num_rows else None), table.schema

@@ -24,13 +24,12 @@ This module is the driver's side; ``node/feed/instage_task`` is what each barrie
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from ...wire.feed.stage import FEED_KEY, OUTPUT_DDL, InStage
+from ...wire.feed.stage import FEED_KEY, OUTPUT_DDL, Dealer, InStage
 from ...wire.plan import FOREGROUND_ROLES
 from ..errors import FeedError
 
@@ -38,6 +37,7 @@ if TYPE_CHECKING:
     from ...wire.plan import NodePlan
 
 HASH_SEED = 42  # Spark's seed for hash partitioning (Murmur3Hash in HashPartitioning)
+
 
 
 def _murmur3_int(value: int, seed: int = HASH_SEED) -> int:
@@ -73,38 +73,38 @@ def partition_keys(num_tasks: int, tasks: list[int]) -> list[int]:
     return [keys[t] for t in tasks]
 
 
-def spread(data: Any, roles: list[tuple[str, int]]) -> Any:
-    """``data`` repartitioned into one partition per node, the rows dealt round-robin to the
-    training nodes (chief, workers) and none to ps / evaluator nodes.
+def spread(data: Any, roles: list[tuple[str, int]], rdd_schema: bytes | None = None,
+           partitions: int | None = None) -> tuple[Any, bool]:
+    """``data`` as one partition per node, the rows dealt round-robin to the training nodes
+    (chief, workers) and none to ps / evaluator nodes; and whether an RDD's rows were gathered
+    into Arrow record batches on the way (see ``Dealer``).
 
-    A DataFrame keeps its columns plus ``FEED_KEY`` (the node tasks drop it); an RDD keeps its rows."""
+    Data that already has one partition per node (``partitions``, where the backend could tell
+    without a job), every node a training node, is taken as it is: no shuffle. Otherwise an RDD's
+    rows are gathered per node into Arrow IPC records on the map side (with ``rdd_schema``, the
+    Arrow schema the driver derived from the first row), so the shuffle moves a few large records
+    rather than a pickled object per row; a DataFrame keeps its columns plus ``FEED_KEY`` (the
+    node tasks drop it)."""
     from pyspark import RDD
 
     n = len(roles)
     trainers = [t for t, (role, _) in enumerate(roles) if role in FOREGROUND_ROLES]
+    if len(trainers) == n and partitions == n:
+        return data, False
     if isinstance(data, RDD):
-        return data.mapPartitionsWithIndex(_Deal(trainers)).partitionBy(n, _identity).values()
+        if rdd_schema is None:  # no first row: the RDD is empty, nothing to deal
+            return data.partitionBy(n, _identity).values(), True
+        dealt = data.mapPartitionsWithIndex(Dealer(tuple(trainers), rdd_schema)).partitionBy(n, _identity)
+        return dealt.values(), True
     from pyspark.sql import functions as F
 
     keys = F.array(*[F.lit(k) for k in partition_keys(n, trainers)])
     deal = F.element_at(keys, (F.monotonically_increasing_id() % len(trainers)).cast("int") + 1)
-    return data.withColumn(FEED_KEY, deal).repartition(n, FEED_KEY)
+    return data.withColumn(FEED_KEY, deal).repartition(n, FEED_KEY), False
 
 
 def _identity(key: int) -> int:
     return key
-
-
-@dataclass(frozen=True)
-class _Deal:
-    """Gives an RDD's rows round-robin to the training tasks (as ``(task, row)`` pairs)."""
-
-    trainers: list[int]
-
-    def __call__(self, index: int, rows: Iterator) -> Iterator[tuple[int, Any]]:
-        k = len(self.trainers)
-        for i, row in enumerate(rows):
-            yield self.trainers[(index + i) % k], row
 
 
 def instage_for(data: Any, mode: str, epochs: int, timeout: float, keep: list[str] | None = None) -> InStage:
@@ -143,7 +143,7 @@ class InStageFeed:
     stage runs over, the nodes' part (``spec``), and what the stage returned."""
 
     def __init__(self, data: Any, roles: list[tuple[str, int]], mode: str = "train", epochs: int = 1,
-                 timeout: float = 600.0, keep: list[str] | None = None) -> None:
+                 timeout: float = 600.0, keep: list[str] | None = None, partitions: int | None = None) -> None:
         from pyspark import RDD
 
         if mode not in ("train", "infer"):
@@ -151,8 +151,9 @@ class InStageFeed:
         if isinstance(data, RDD) and keep:
             raise FeedError("keep= names DataFrame columns; an RDD's predictions come one per row")
         self.data, self.roles = data, roles
-        self.spec = instage_for(data, mode, epochs, timeout, keep)
-        self.spread = spread(data, roles)
+        spec = instage_for(data, mode, epochs, timeout, keep)
+        self.spread, dealt = spread(data, roles, spec.rdd_schema, partitions)
+        self.spec = replace(spec, dealt=dealt)
         self.summaries: list[dict] = []
         self.batches: list = []
 

@@ -243,6 +243,11 @@ class SparkBackend(ABC):
             raise TypeError(f"a barrier stage over data takes a DataFrame here, got {type(data).__name__}")
         return data.mapInArrow(ArrowBarrierTask(fn), schema, barrier=True).collect()
 
+    def partitions(self, data: Any) -> int | None:
+        """How many partitions ``data`` (an RDD or DataFrame) has, where that is known without
+        running a Spark job; None where it is not (here: always)."""
+        return None
+
     # -- storage -----------------------------------------------------------------------------
     @abstractmethod
     def hadoop_fs(self, uri: str) -> HadoopFileSystem:

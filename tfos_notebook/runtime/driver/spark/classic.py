@@ -42,6 +42,7 @@ class ClassicBackend(SparkBackend):
 
     def __init__(self, sc: Any) -> None:
         self.sc = sc
+        self._conf: dict[str, str | None] = {}
 
     @classmethod
     def of(cls, spark: Any) -> ClassicBackend:
@@ -70,11 +71,14 @@ class ClassicBackend(SparkBackend):
         return str(self.sc.master)
 
     def conf(self, key: str, default: str | None = None) -> str | None:
-        try:
-            return self.sc.getConf().get(key, default)
-        except Exception as e:  # the gateway refused it: treated as unset
-            log.debug("cannot read the conf %s: %s", key, e)
-            return default
+        if key not in self._conf:  # a running SparkContext's conf no longer changes: each key is read once
+            try:
+                self._conf[key] = self.sc.getConf().get(key)
+            except Exception as e:  # the gateway refused it: treated as unset
+                log.debug("cannot read the conf %s: %s", key, e)
+                return default
+        value = self._conf[key]
+        return default if value is None else value
 
     def spark_context(self) -> Any:
         return self.sc
@@ -188,6 +192,16 @@ class ClassicBackend(SparkBackend):
         if isinstance(data, RDD):
             return data.barrier().mapPartitions(RddBarrierTask(fn)).collect()
         return super().barrier_over(data, fn, schema)
+
+    def partitions(self, data: Any) -> int | None:
+        from pyspark import RDD
+
+        if isinstance(data, RDD):
+            return data.getNumPartitions()
+        execution = data._jdf.queryExecution()
+        if execution.executedPlan().getClass().getSimpleName() == "AdaptiveSparkPlanExec":
+            return None  # its partitions are known only once its shuffles ran
+        return execution.toRdd().getNumPartitions()
 
     # -- storage -----------------------------------------------------------------------------
     def hadoop_fs(self, uri: str) -> HadoopFileSystem:

@@ -20,11 +20,12 @@ from ...wire import channel
 from ...wire.errors import FeedError
 from ...wire.feed.codec import batch_bytes, batches_of_rows, result_values
 from ...wire.feed.protocol import FRAME_BYTES, tell
-from ...wire.feed.stage import FEED_KEY, OUTPUT_SCHEMA, InStage
+from ...wire.feed.stage import FEED_KEY, OUTPUT_SCHEMA, InStage, dealt_batches
 from ...wire.feed.tasks import TASK_TIMEOUT_MARGIN, InferFeed, TrainFeed
 from ...wire.plan import FOREGROUND_ROLES, NodePlan
 from ..task import run_node
 from .localfeed import LocalFeed
+from .readahead import ReadAhead
 
 log = logging.getLogger(__name__)
 
@@ -56,35 +57,49 @@ class _Spill:
 
 
 def _batches(spec: InStage, items: Iterator) -> Iterator[pa.RecordBatch]:
+    if spec.kind == "rdd" and spec.dealt:
+        return dealt_batches(items)
     if spec.kind == "rdd":
         return batches_of_rows(items, pa.ipc.read_schema(pa.py_buffer(spec.rdd_schema)), FRAME_BYTES)
     return (b.drop_columns([FEED_KEY]) if FEED_KEY in b.schema.names else b for b in items)
 
 
-def feed_node(spec: InStage, secret: channel.Secret, run_id: str, task: int, items: Iterator,
-              local: LocalFeed) -> Iterator:
+def feed_node(spec: InStage, secret: channel.Secret, run_id: str, task: int, items: Iterator, local: LocalFeed,
+              ahead_bytes: int = 64 << 20) -> Iterator:
     """Stream this task's partition to its own node: every epoch (training), or once with the
-    predictions yielded as they come (inference). Returns at once when the node never served a
-    feed (it failed or was stopped: the run's error says why)."""
-    address = local.wait()
-    if address is None:
-        return
+    predictions yielded as they come (inference). The partition is read from Spark (and spilled,
+    for later epochs) up to ``ahead_bytes`` ahead of the node, starting while the node's process
+    still starts. Returns at once when the node never served a feed (it failed or was stopped:
+    the run's error says why)."""
+    spill = _Spill(run_id, task) if spec.mode == "train" and spec.epochs > 1 else None
+    first = _batches(spec, items)
+    ahead = ReadAhead(spill.tee(first) if spill is not None else first, ahead_bytes)
+    try:
+        address = local.wait()
+        if address is None:
+            return
+        yield from _feed(spec, secret, task, address, iter(ahead), spill)
+    finally:
+        ahead.close()
+        if spill is not None:
+            spill.delete()
+
+
+def _feed(spec: InStage, secret: channel.Secret, task: int, address: tuple[str, int], first: Iterator[pa.RecordBatch],
+          spill: _Spill | None) -> Iterator:
     timeout = spec.timeout + TASK_TIMEOUT_MARGIN
     tell(address, secret, {"t": "sample", "pass": "in-stage", "data": spec.sample})
     if spec.mode == "infer":
         infer = InferFeed(secret, [address], timeout, keep=list(spec.keep))
-        for kept, results in infer.run(task, 0, _batches(spec, items)):
+        for kept, results in infer.run(task, 0, first):
             out = results if kept is None or not kept.num_columns else _join(kept, results)
             yield result_values(out) if spec.kind == "rdd" else batch_bytes(out).to_pybytes()
         tell(address, secret, {"t": "end"})
         return
-    spill = _Spill(run_id, task) if spec.epochs > 1 else None
     fed: list[int] = []
     try:
         for epoch in range(spec.epochs):
-            source = _batches(spec, items) if epoch == 0 else spill.replay()
-            if spill is not None and epoch == 0:
-                source = spill.tee(source)
+            source = first if epoch == 0 else spill.replay()
             pass_id = f"in-stage.{epoch}"
             record = TrainFeed(secret, [address], pass_id, timeout).feed(task, 0, source)
             fed.append(record["rows"] + record["skipped"])
@@ -97,9 +112,6 @@ def feed_node(spec: InStage, secret: channel.Secret, run_id: str, task: int, ite
         tell(address, secret, {"t": "end"})
     except OSError as e:  # the node's process ended while being fed: its own result says how
         log.info("task %d: the node's feed closed while being fed (%s)", task, e)
-    finally:
-        if spill is not None:
-            spill.delete()
     yield {"_tfos_summary": True, "task": task, "rows_per_epoch": fed}
 
 
@@ -126,7 +138,7 @@ def run_fed_node(plan: NodePlan, task: int, gpus: list[str], items: Iterator) ->
     thread = threading.Thread(target=node, name=f"tfos-node-{task}", daemon=True)
     thread.start()
     if plan.roles[task][0] in FOREGROUND_ROLES:
-        for out in feed_node(spec, plan.secret, plan.run_id, task, items, local):
+        for out in feed_node(spec, plan.secret, plan.run_id, task, items, local, plan.feed_buffer_bytes or 64 << 20):
             yield from _task_output(spec.kind, task, out)
     thread.join()
     if "error" in outcome:
