@@ -11,7 +11,7 @@ from ..errors import ConfigError, TFOSError
 if TYPE_CHECKING:
     from .finding import Finding
 
-__all__ = ["ChannelError", "ConfigError", "FeedError", "FeedTimeout", "LaunchError", "NodeError", "PreflightError",
+__all__ = ["ChannelError", "ConfigError", "ExportError", "FeedError", "FeedTimeout", "LaunchError", "NodeError", "PreflightError",
            "ReservationTimeout", "RunStopped", "SparkJobError", "TFOSError"]
 
 
@@ -78,3 +78,7 @@ class FeedError(TFOSError):
 
 class FeedTimeout(FeedError):
     """A node took no data for longer than ``feed_timeout`` while Spark was feeding it."""
+
+
+class ExportError(TFOSError):
+    """A model export from the nodes cannot complete (a worker did not take part in time)."""

@@ -79,6 +79,9 @@ class Run(SparkFeeding, RunOutcome):
         input_mode: ``"tensorflow"`` (the function reads its own data) or ``"spark"``: each chief and
             worker serves a data feed that :meth:`train` and :meth:`inference` fill from Spark.
         feed_buffer_mb: with ``input_mode="spark"``, fed data a node holds before Spark has to wait.
+        release_port: free each node's reserved port just before its function starts (default).
+            False hands the socket that holds it to the function as ``ctx.tmp_socket``, which must
+            call ``ctx.release_port()`` before TensorFlow binds the port.
     """
 
     def __init__(self, sc, main_fun, args: Any, num_nodes: int, *, num_ps: int = 0,
@@ -86,7 +89,7 @@ class Run(SparkFeeding, RunOutcome):
                  model_dir: str | None = None, reservation_timeout: float = 600.0, gpus_per_node: int = 0,
                  env: dict[str, str] | None = None, legacy_keras: bool | None = None, name: str | None = None,
                  preflight_wait: float = 30.0, stop_grace_secs: float = 5.0, retries: int = 2,
-                 input_mode: str = "tensorflow", feed_buffer_mb: float = 64) -> None:
+                 input_mode: str = "tensorflow", feed_buffer_mb: float = 64, release_port: bool = True) -> None:
         if not callable(main_fun):
             raise ConfigError(f"main_fun must be a function taking (args, ctx), got {type(main_fun).__name__}")
         self.roles = plan_roles(num_nodes, num_ps, master_node, eval_node)
@@ -109,6 +112,7 @@ class Run(SparkFeeding, RunOutcome):
         self.stop_grace_secs = stop_grace_secs
         self.background_grace_secs = 0.0
         self.retries = retries
+        self.release_port = release_port
         self.stall_secs = 3.0  # no registration for this long -> diagnose and show findings
         self.events = EventStream()
         self.lifecycle = Lifecycle(self.run_id, self.events)
@@ -228,6 +232,7 @@ class Run(SparkFeeding, RunOutcome):
             model_dir_probe=self._model_dir_probe, log_dir=self.log_dir,
             env=self.env, legacy_keras=self.legacy_keras, stop_grace_secs=self.stop_grace_secs,
             feed_buffer_bytes=self.feed_buffer_bytes, instage=self.instage.spec if self.instage else None,
+            release_port=self.release_port,
         )
 
     def stop(self, timeout: float = 30.0) -> None:

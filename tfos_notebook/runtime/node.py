@@ -34,10 +34,11 @@ from .ctx import (
     node_dir_name,
     tf_config,
 )
+from .export import DEFAULT_FS_ENV, WORKING_DIR_ENV
 from .gpusampler import GpuSampler
 from .logship import LogShipper
 from .nodelink import Orders, read_result, report_leftovers, result_message
-from .nodeproc import Forwarder, pump_lines, pump_status, spawn_child
+from .nodeproc import Forwarder, hand_over_port, pump_lines, pump_status, spawn_child
 from .orphans import kill_attempts_before, pid_dir
 from .procs import kill_process_group
 
@@ -69,6 +70,7 @@ class NodePlan:
     attempt: int = 0
     stop_grace_secs: float = 5.0
     feed_buffer_bytes: int = 0  # > 0: InputMode.SPARK, chief and workers serve a data feed this big
+    release_port: bool = True  # False: the function gets the reserved port's socket (ctx.tmp_socket)
     instage: Any = None  # feed.instage.InStage: each node's own task feeds it its partition
 
     def __call__(self, task: int, gpus: list[str]) -> dict:  # the barrier task's body (SparkBackend.barrier)
@@ -118,7 +120,7 @@ def run_node(plan: NodePlan, task: int, gpus: list[str], local_feed: LocalFeed |
     if plan.attempt:  # a relaunch: what the lost attempt left on this host must not write beside us
         kill_attempts_before(plan.run_id, plan.attempt)
     workdir = tempfile.mkdtemp(prefix=f"tfos-{plan.run_id}-{task}-")
-    proc, status_r = spawn_child(plan, task, gpus, workdir)  # starts up while the cluster reserves
+    proc, status_r, handoff = spawn_child(plan, task, gpus, workdir)  # starts up while the cluster reserves
     pid_file = os.path.join(pid_dir(), f"{plan.run_id}-{task}.json")
     conn = orders = None
     try:
@@ -159,8 +161,13 @@ def run_node(plan: NodePlan, task: int, gpus: list[str], local_feed: LocalFeed |
             feed = FeedServer(plan.secret, host, plan.feed_buffer_bytes)
         with open(payload, "wb") as f:
             cloudpickle.dump({"main_fun": plan.main_fun, "args": plan.args, "ctx": ctx, "feed": feed}, f)
+        if handoff is not None:  # release_port=False: the function frees it (ctx.release_port())
+            hand_over_port(handoff, reservation)
+            handoff = None
         reservation.close()  # release the port just before TensorFlow binds it
-        go = {"payload": payload, "result": result_path, "env": {"TF_CONFIG": tf_config(spec, role, index)}}
+        go = {"payload": payload, "result": result_path,
+              "env": {"TF_CONFIG": tf_config(spec, role, index), DEFAULT_FS_ENV: plan.default_fs,
+                      WORKING_DIR_ENV: plan.working_dir}}
         proc.stdin.write((json.dumps(go) + "\n").encode())
         proc.stdin.close()
         conn.send(m.encode(m.NodeStateReport("running", proc.pid)))
@@ -173,6 +180,8 @@ def run_node(plan: NodePlan, task: int, gpus: list[str], local_feed: LocalFeed |
             sampler.stop()
     finally:
         kill_process_group(proc, 0.5)
+        if handoff is not None:
+            handoff.close()
         try:
             os.remove(pid_file)
         except OSError as e:
