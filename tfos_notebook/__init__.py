@@ -30,10 +30,11 @@ _EXPORTS = {
                                             "pipeline")},
     "MirroredStrategyRunner": (".peers.distributor", "MirroredStrategyRunner"),
     "InputMode": (".peers.tfcluster", "InputMode"),
-    "Run": (".runtime.launch", "Run"),
-    "NodeContext": (".runtime.ctx", "NodeContext"),
-    "cleanup": (".runtime.orphans", "scan_cluster"),
-    **{name: (".runtime.errors", name) for name in (
+    "Run": (".runtime.driver.launch", "Run"),
+    "NodeContext": (".runtime.node.ctx", "NodeContext"),
+    "cleanup": (".runtime.driver.cleanup", "scan_cluster"),
+    "ExportError": (".runtime.node.export", "ExportError"),
+    **{name: (".runtime.driver.errors", name) for name in (
         "ConfigError", "FeedError", "FeedTimeout", "LaunchError", "NodeError", "PreflightError",
         "ReservationTimeout", "RunStopped", "SparkJobError", "TFOSError")},
 }

@@ -1,7 +1,7 @@
 """MNIST in the files TensorFlowOnSpark's examples read (the layout of its ``mnist_data_setup.py``),
 so that programs written for it run here on real digits without a download:
 
-    <out>/csv/train/part-00000 ...     lines "label,p0,...,p783", pixels 0-255
+    <out>/csv/train/part-00000-... ... lines "label,p0,...,p783", pixels 0-255
     <out>/tfr/train/part-r-00000 ...   TFRecords of tf.train.Example {label: int64, image: int64[784]}
 
 and the same under ``test/``. Images are real MNIST from ``mnist_path`` (see ``examples.mnist``)
@@ -54,6 +54,7 @@ def write_mnist_files(spark, out_dir: str, mnist_path: str | None = None, partit
         formats: ``csv`` and/or ``tfr``.
     """
     import numpy as np
+    import pyarrow as pa
 
     from ..peers.dfutil import saveAsTFRecords
 
@@ -64,7 +65,7 @@ def write_mnist_files(spark, out_dir: str, mnist_path: str | None = None, partit
         if "csv" in formats:
             lines = [f"{label}," + ",".join(map(str, image)) for image, label in zip(x.tolist(), y.tolist(), strict=True)]
             paths[f"csv/{name}"] = path = os.path.join(out_dir, "csv", name)
-            spark.sparkContext.parallelize(lines, partitions).saveAsTextFile(path)
+            spark.createDataFrame(pa.table({"value": lines})).repartition(partitions).write.text(path)
         if "tfr" in formats:
             labels = np.eye(10, dtype=np.int64)[y].tolist() if one_hot else y.tolist()
             df = spark.createDataFrame(list(zip(labels, x.astype(np.int64).tolist(), strict=True)), "label "

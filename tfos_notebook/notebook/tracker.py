@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 import psutil
 
-from ..runtime.events import Event, FindingRaised, ModelDirUnshared, RunFinished, RunStateChanged, Step
+from ..runtime.driver.events import Event, FindingRaised, ModelDirUnshared, RunFinished, RunStateChanged, Step
 from ..state import registry
 from ..state.registry import RunRecord
 
 if TYPE_CHECKING:
-    from ..runtime.launch import Run
+    from ..runtime.driver.launch import Run
     from ..tensorboard import TensorBoardHandle
 
 log = logging.getLogger(__name__)

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ..errors import ConfigError
-from ..runtime.spark import backend_for
+from ..runtime.driver.spark import backend_for
 
 __all__ = ["fromTFExample", "infer_schema", "isLoadedDF", "loadTFRecords", "loadedDF", "saveAsTFRecords",
            "toTFExample"]

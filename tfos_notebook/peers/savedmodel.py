@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import ConfigError
-from ..runtime.feed.codec import column_to_numpy
+from ..runtime.wire.feed.codec import column_to_numpy
 
 DEFAULT_SIGNATURE = "serving_default"
 SPEC_DDL = "side string, name string, dtype string, rank int"  # rank -1: unknown

@@ -1,0 +1,59 @@
+"""Paths both ends read the same way: which URIs are shared storage, the local path of a plain path
+or ``file://`` URI, the name of a node's log directory, and a path resolved against the default
+filesystem as TensorFlowOnSpark does (``ctx.absolute_path``, ``TFNode.hdfs_path``)."""
+
+from __future__ import annotations
+
+import getpass
+import urllib.parse
+
+HADOOP_SCHEMES = ("adl://", "abfs://", "abfss://", "dbfs:/", "file://", "gs://", "hdfs://", "oss://", "s3://",
+                  "s3a://", "s3n://", "swift://", "viewfs://", "wasb://", "wasbs://")
+
+SHARED_STORAGE = ("hdfs://, dbfs:/ (or /dbfs/...), s3a://, gs://, abfss://, or a directory mounted at the same "
+                  "path on every host and the driver (NFS)")
+
+
+def is_shared_logdir(path: str | None) -> bool:
+    """Whether a run's log directory is storage the nodes and the driver share (a URI such as
+    ``hdfs://``, ``dbfs:/``, ``s3a://``, or a ``/dbfs/`` FUSE path): nodes then write there directly
+    and the driver mirrors it. A plain path or a ``file://`` URI is a directory on each node's own
+    disk (each host has its own ``file://``), whose new bytes the nodes ship to the driver over the
+    control channel."""
+    return bool(path) and local_path(path) is None
+
+
+def local_path(path: str | None) -> str | None:
+    """The filesystem path of a plain path or ``file://`` URI (``/dbfs/`` FUSE paths excepted: they
+    are shared by definition), else None (``hdfs://``, ``dbfs:/``, ``s3a://``...)."""
+    if not path or path.startswith(("dbfs:", "/dbfs/")):
+        return None
+    if path.startswith("file:"):
+        return urllib.parse.urlparse(path).path or "/"
+    return None if "://" in path else path
+
+
+def node_dir_name(role: str, index: int) -> str:
+    """The log subdirectory (and TensorBoard run) of one node: ``chief_0``, ``worker_1``..."""
+    return f"{role}_{index}"
+
+
+def absolute_path(default_fs: str, working_dir: str, path: str) -> str:
+    """Resolve ``path`` against the cluster's default filesystem, as TensorFlowOnSpark does.
+
+    A path with a scheme is returned as is, and so is a Databricks ``/dbfs/...`` FUSE path (a
+    local path on every node, which ``dbfs:/`` as prefix would break); another absolute path gets
+    the default filesystem as prefix; a relative path resolves to the user's home on HDFS, or to
+    the driver's working directory on a local filesystem.
+    """
+    if path.startswith(HADOOP_SCHEMES) or path.startswith("/dbfs/"):
+        return path
+    # one trailing slash goes ("hdfs://nn:8020/", "file:///"), not the empty authority of "hdfs://"
+    fs = default_fs[:-1] if default_fs.endswith("/") and not default_fs.endswith("://") else default_fs
+    if path.startswith("/"):
+        return f"{fs}{path}"
+    if fs.startswith(("hdfs://", "viewfs://")):
+        return f"{fs}/user/{getpass.getuser()}/{path}"
+    if fs.startswith("file:"):
+        return f"file://{working_dir.rstrip('/')}/{path}"
+    return f"{fs}/{path}"
