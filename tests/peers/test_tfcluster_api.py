@@ -38,21 +38,16 @@ def numpy_squares(args, ctx):
                                else squares)
 
 
-def fail_while_fed(args, ctx):
+def fail_when(args, ctx):
+    """Answers like ``numpy_squares``, but raises after its first batch (``during``) or once the
+    feed ended (``after``)."""
     feed = TFNode.DataFeed(ctx.mgr, False)
     while not feed.should_stop():
         batch = feed.next_batch(10)
         if batch:
             feed.batch_results(np.square(batch))
-            raise RuntimeError("FAKE exception during feeding")
-
-
-def fail_after_feeding(args, ctx):
-    feed = TFNode.DataFeed(ctx.mgr, False)
-    while not feed.should_stop():
-        batch = feed.next_batch(10)
-        if batch:
-            feed.batch_results(np.square(batch))
+            if args["when"] == "during":
+                raise RuntimeError("FAKE exception during feeding")
     time.sleep(1)
     raise RuntimeError("FAKE exception after feeding")
 
@@ -140,14 +135,14 @@ def test_tuple_results_stay_tuples_when_fed_in_stage(local_spark):
 def test_an_exception_during_feeding_fails_the_inference(local_spark):
     sc = local_spark.sparkContext
     with pytest.raises(NodeError, match="RuntimeError: FAKE exception during feeding"):
-        cluster = TFCluster.run(sc, fail_while_fed, tf_args={}, num_executors=2, input_mode=InputMode.SPARK)
+        cluster = TFCluster.run(sc, fail_when, {"when": "during"}, num_executors=2, input_mode=InputMode.SPARK)
         cluster.inference(sc.parallelize(ROWS, 10), feed_timeout=1).count()
         cluster.shutdown()
 
 
 def test_an_exception_after_feeding_fails_the_shutdown(local_spark):
     sc = local_spark.sparkContext
-    cluster = TFCluster.run(sc, fail_after_feeding, tf_args={}, num_executors=1, input_mode=InputMode.SPARK)
+    cluster = TFCluster.run(sc, fail_when, {"when": "after"}, num_executors=1, input_mode=InputMode.SPARK)
     assert cluster.inference(sc.parallelize(ROWS, 10)).count() == 1000
     with pytest.raises(NodeError, match="RuntimeError: FAKE exception after feeding"):
         cluster.shutdown(grace_secs=5)

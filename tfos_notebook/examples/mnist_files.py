@@ -67,9 +67,17 @@ def write_mnist_files(spark, out_dir: str, mnist_path: str | None = None, partit
             paths[f"csv/{name}"] = path = os.path.join(out_dir, "csv", name)
             spark.createDataFrame(pa.table({"value": lines})).repartition(partitions).write.text(path)
         if "tfr" in formats:
-            labels = np.eye(10, dtype=np.int64)[y].tolist() if one_hot else y.tolist()
-            df = spark.createDataFrame(list(zip(labels, x.astype(np.int64).tolist(), strict=True)), "label "
-                                       + ("array<bigint>" if one_hot else "bigint") + ", image array<bigint>")
+            labels = _int64_lists(np.eye(10, dtype=np.int64)[y]) if one_hot else pa.array(y, pa.int64())
+            df = spark.createDataFrame(pa.table({"label": labels, "image": _int64_lists(x)}))  # Arrow: no pickled rows
             paths[f"tfr/{name}"] = path = os.path.join(out_dir, "tfr", name)
             saveAsTFRecords(df.repartition(partitions), path)
     return paths
+
+
+def _int64_lists(matrix):
+    """The rows of a 2-D array as an Arrow column of int64 lists (Spark's ``array<bigint>``)."""
+    import numpy as np
+    import pyarrow as pa
+
+    flat = pa.array(np.ascontiguousarray(matrix, dtype=np.int64).ravel())
+    return pa.FixedSizeListArray.from_arrays(flat, matrix.shape[1]).cast(pa.list_(pa.int64()))

@@ -9,8 +9,9 @@ Types, as TensorFlowOnSpark maps them: float and double -> FloatList; boolean an
 types -> Int64List; string and binary -> BytesList; arrays of those -> the same lists (arrays of
 strings and binaries too). A null becomes an empty list, which loads back as null. Loading infers
 the schema from the first record: Int64List -> long, FloatList -> double, BytesList -> string (or
-binary for ``binary_features``), a list of more than one value -> an array of that type, an empty
-list -> string. So a one-element array loads back as a scalar, and floats come back with float32
+binary for ``binary_features``), a list of more than one value -> an array of that type; an empty
+list keeps its list's type (TensorFlowOnSpark made it a string), a feature with no list at all is
+a string. So a one-element array loads back as a scalar, and floats come back with float32
 precision. Paths are what TensorFlow's filesystem layer opens (local paths, ``file://``, and
 ``gs://`` / ``hdfs://`` / ``s3://`` where TensorFlow's plugins for them are installed).
 """
