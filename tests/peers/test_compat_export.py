@@ -1,6 +1,6 @@
-"""``compat.export_saved_model`` and ``ctx.export`` under MultiWorkerMirroredStrategy: every node
-takes part, the chief's SavedModel is the one kept, and a call on the chief alone fails within
-its timeout with the reason instead of hanging (a chief saving alone waits for ever otherwise)."""
+"""``ctx.export`` (and so ``compat.export_saved_model``) under MultiWorkerMirroredStrategy called on
+the chief alone fails within its timeout with the reason, instead of hanging: a chief saving alone
+waits for ever otherwise. (The export every node calls is in ``test_tfos_programs.py``.)"""
 
 from __future__ import annotations
 
@@ -35,11 +35,6 @@ def export_from_chief_only(args, ctx):
         time.sleep(60)  # alive, but not exporting: a plain model.save on the chief would wait for it
 
 
-def export_everywhere(args, ctx):
-    model = trained_model()
-    return ctx.export(model, args["export_dir"])
-
-
 def test_export_on_the_chief_alone_fails_within_its_timeout_and_names_the_fix(local_spark, tmp_path):
     cluster = TFCluster.run(local_spark.sparkContext, export_from_chief_only, {"export_dir": str(tmp_path / "m")}, 2)
     started = time.monotonic()
@@ -49,12 +44,3 @@ def test_export_on_the_chief_alone_fails_within_its_timeout_and_names_the_fix(lo
         cluster.shutdown()
     assert time.monotonic() - started < 60
     assert not os.path.exists(tmp_path / "m")
-
-
-def test_ctx_export_writes_the_chiefs_savedmodel_at_a_path_relative_to_the_driver(local_spark, tmp_path,
-                                                                                 monkeypatch):
-    monkeypatch.chdir(tmp_path)  # the driver's working directory, which relative paths resolve against
-    cluster = TFCluster.run(local_spark.sparkContext, export_everywhere, {"export_dir": "exported"}, 2)
-    assert cluster.shutdown() == str(tmp_path / "exported")
-    assert cluster.run_handle.results["worker:0"] is None
-    assert os.path.exists(tmp_path / "exported" / "saved_model.pb")

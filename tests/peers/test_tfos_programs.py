@@ -112,13 +112,18 @@ def test_spark_fed_program_trains_and_exports_over_the_network(local_spark4, tmp
     assert export_leftovers() == before
 
 
-def test_tensorflow_mode_program_reads_tfrecord_files(local_spark, tmp_path):
+def test_tensorflow_mode_program_reads_tfrecord_files_and_exports_relative_to_the_driver(local_spark, tmp_path,
+                                                                                         monkeypatch):
     files = write_mnist_files(local_spark, str(tmp_path / "data"), formats=("tfr",), one_hot=True)
-    args = program_args(tmp_path, images_labels=files["tfr/train"] + "/part-r-*", epochs=1, rows=1200)
+    args = program_args(tmp_path, images_labels=files["tfr/train"] + "/part-r-*", epochs=1, rows=1200,
+                        export_dir="mnist_export")  # relative: to the driver's working directory, as there
+    monkeypatch.chdir(tmp_path)
+    before = export_leftovers()
 
     # mnist_tf_ds.py
     cluster = TFCluster.run(local_spark.sparkContext, tfos_programs.tfrecord_main, args, args.cluster_size, num_ps=0,
                             tensorboard=args.tensorboard, input_mode=TFCluster.InputMode.TENSORFLOW,
                             master_node="chief")
     cluster.shutdown()
-    assert os.path.exists(os.path.join(args.export_dir, "saved_model.pb"))
+    assert os.path.exists(tmp_path / "mnist_export" / "saved_model.pb")
+    assert export_leftovers() == before
