@@ -7,6 +7,10 @@
     cluster.train(df_or_rdd, num_epochs=3)   # main_fun reads ctx.dataset(...) or TFNode.DataFeed(ctx.mgr)
     cluster.shutdown()
 
+    # TensorFlowOnSpark programs change only their import line:
+    from tfos_notebook import compat, dfutil, TFCluster, TFNode, TFParallel
+    from tfos_notebook.pipeline import TFEstimator, TFModel
+
     from tfos_notebook import MirroredStrategyRunner      # spark-tensorflow-distributor's runner
     MirroredStrategyRunner(num_slots=2, use_gpu=False).run(train_fn)
 
@@ -21,14 +25,15 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     # name: (module, attribute or None for the module itself)
-    "TFCluster": (".peers.tfcluster", None),  # TensorFlowOnSpark's module names
-    "TFNode": (".peers.tfnode", None),
-    "TFParallel": (".peers.tfparallel", None),
+    # TensorFlowOnSpark's modules, by its names (thin modules over peers/ and the runtime)
+    **{name: (f".{name}", None) for name in ("TFCluster", "TFNode", "TFParallel", "TFManager", "compat", "dfutil",
+                                            "pipeline")},
     "MirroredStrategyRunner": (".peers.distributor", "MirroredStrategyRunner"),
     "InputMode": (".peers.tfcluster", "InputMode"),
     "Run": (".runtime.driver.launch", "Run"),
     "NodeContext": (".runtime.node.ctx", "NodeContext"),
     "cleanup": (".runtime.driver.cleanup", "scan_cluster"),
+    "ExportError": (".runtime.node.export", "ExportError"),
     **{name: (".runtime.driver.errors", name) for name in (
         "ConfigError", "FeedError", "FeedTimeout", "LaunchError", "NodeError", "PreflightError",
         "ReservationTimeout", "RunStopped", "SparkJobError", "TFOSError")},

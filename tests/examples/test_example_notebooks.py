@@ -72,7 +72,8 @@ def test_04_predicts_exactly_one_label_per_input_row_with_the_exported_model(wor
 
 def test_05_a_tensorflowonspark_program_runs_with_only_its_import_changed(work_dir, monkeypatch):
     summary = run_notebook("05_migrate_tfos.ipynb", work_dir, monkeypatch)
-    assert summary["job"] == "chief" and summary["model_saved"]
+    assert summary["program"] == "this notebook's main_fun" and summary["model_saved"]
+    assert summary["test_rows"] == 297
     assert summary["accuracy"] >= ACCURACY["05"], summary
 
 

@@ -14,6 +14,7 @@ from tfos_notebook.runtime.wire.feed.codec import (
     batches_of_rows,
     column_to_numpy,
     read_stream,
+    result_values,
     results_to_batch,
     row_kind,
     rows_to_batch,
@@ -106,3 +107,29 @@ def test_results_come_back_as_one_column_per_output_and_must_match_the_rows():
 
 def test_a_dataframe_schema_reads_back_as_rows():
     assert row_kind(pa.schema([("a", pa.int64())])) == "row"
+
+
+def _over_the_wire(results):
+    _, batch = read_stream(batch_bytes(results_to_batch(results)).to_pybytes())
+    return result_values(batch)
+
+
+def test_results_come_back_as_the_objects_the_node_gave():
+    squares = _over_the_wire(np.square(np.arange(4, dtype=np.int32).reshape(4, 1)))
+    assert [type(v) for v in squares] == [np.ndarray] * 4 and squares[3].dtype == np.int32
+    assert squares[3].tolist() == [9] and sum(squares).tolist() == [14]
+    scalars = _over_the_wire(np.arange(3, dtype=np.float32))
+    assert [type(v) for v in scalars] == [np.float32] * 3
+    assert _over_the_wire([(1, "a"), (2, "b")]) == [(1, "a"), (2, "b")]
+    pairs = _over_the_wire([(np.float64(0.5), np.ones(2, np.int8)), (np.float64(1.5), np.zeros(2, np.int8))])
+    assert type(pairs[1][0]) is np.float64 and pairs[1][1].dtype == np.int8 and pairs[1][1].tolist() == [0, 0]
+    assert _over_the_wire([1, 2.5, None]) == [1, 2.5, None] and _over_the_wire([[1, 2], [3]]) == [[1, 2], [3]]
+    ragged = _over_the_wire([np.arange(2, dtype=np.float32), np.arange(3, dtype=np.float32)])
+    assert [v.tolist() for v in ragged] == [[0, 1], [0, 1, 2]] and ragged[1].dtype == np.float32
+    assert _over_the_wire({"a": [1, 2], "b": ["x", "y"]}) == [{"a": 1, "b": "x"}, {"a": 2, "b": "y"}]
+
+
+def test_numpy_scalars_of_an_rdd_come_back_to_datafeed_as_numpy_scalars():
+    rows = [(np.float32(i), i) for i in range(3)]
+    back = batch_to_rows(rows_to_batch(rows, schema_for_sample(rows[0])))
+    assert type(back[2][0]) is np.float32 and back == rows

@@ -1,13 +1,11 @@
 """TensorFlowOnSpark names beyond TFCluster.run/train/inference: TFParallel, ctx.get_data_feed,
-release_port, and the TensorFlow 1 calls refused with their TensorFlow 2 way."""
+release_port."""
 
 from __future__ import annotations
 
 import os
 
-import pytest
-
-from tfos_notebook import ConfigError, InputMode, TFCluster, TFNode, TFParallel
+from tfos_notebook import InputMode, TFCluster, TFNode, TFParallel
 
 
 def independent_copy(args, ctx):
@@ -34,10 +32,3 @@ def test_get_data_feed_and_release_port_work_as_in_tensorflowonspark(local_spark
                             input_mode=InputMode.SPARK)
     cluster.train(local_spark.sparkContext.parallelize([(i,) for i in range(40)], 3), num_epochs=1)
     assert cluster.shutdown() == list(range(40))
-
-
-def test_tensorflow_1_calls_are_refused_with_the_tensorflow_2_way():
-    with pytest.raises(ConfigError, match="TF_CONFIG is already set on every node, so create a tf.distribute"):
-        TFNode.start_cluster_server(None, num_gpus=1)
-    with pytest.raises(ConfigError, match=r"save the model with model.save\(path\)"):
-        TFNode.export_saved_model(None, "/tmp/x", "serve", {})

@@ -10,6 +10,7 @@ Keras 3's multi-worker ``fit`` is broken upstream.
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from dataclasses import dataclass
 
@@ -95,13 +96,15 @@ def train(args: DigitsArgs, ctx) -> dict:
                 ctx.report(self.step, **{k: float(v) for k, v in logs.items()})
 
     history = model.fit(dataset, epochs=args.epochs, steps_per_epoch=steps, callbacks=[Progress()], verbose=2)
-    # Every worker saves (collectives may be involved); only the chief's copy is kept.
+    # Every worker writes the checkpoint (collectives may be involved); only the chief's copy is kept.
     model_dir = ctx.model_dir or tempfile.mkdtemp(prefix="digits-model-")
     target = model_dir if ctx.is_chief else tempfile.mkdtemp(prefix=f"digits-{ctx.job_name}{ctx.task_index}-")
     checkpoint = tf.train.Checkpoint(model=model)
     path = checkpoint.write(os.path.join(target, "ckpt"))
+    if not ctx.is_chief:
+        shutil.rmtree(target, ignore_errors=True)
     if args.export_dir:
-        model.save(args.export_dir if ctx.is_chief else tempfile.mkdtemp(prefix="digits-export-"))
+        ctx.export(model, args.export_dir)  # every node takes part; the chief writes export_dir
     logits = model(x_test, training=False).numpy()
     accuracy = float(np.mean(np.argmax(logits, axis=1) == y_test))
     return {"loss": [float(v) for v in history.history["loss"]], "accuracy": accuracy,

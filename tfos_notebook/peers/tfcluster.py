@@ -10,6 +10,7 @@ slots the nodes start in ``run`` and are fed over the network, as often as ``tra
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -18,6 +19,8 @@ from ..runtime.driver import preflight
 from ..runtime.driver.feed.data import FeedSummary
 from ..runtime.driver.launch import Run
 from ..runtime.driver.lifecycle import RunState
+
+QUEUES = ("input", "output", "error")  # TensorFlowOnSpark's default queue names
 
 
 class InputMode:
@@ -32,11 +35,30 @@ class TFCluster:
     whose ``events`` stream feeds every view; ``tensorboard`` its TensorBoard (a
     ``tfos_notebook.tensorboard.TensorBoardHandle``) with ``tensorboard=True``, else None."""
 
-    def __init__(self, run_handle: Run, input_mode: int, tensorboard: Any = None, in_stage: bool = False) -> None:
+    def __init__(self, run_handle: Run, input_mode: int, tensorboard: Any = None, in_stage: bool = False,
+                 sc: Any = None, queues: list[str] | None = None) -> None:
         self.run_handle = run_handle
         self.input_mode = input_mode
         self.tensorboard = tensorboard
         self.in_stage = in_stage  # the gang starts with the data, in train() or inference()
+        self.sc = sc
+        self.queues = list(queues) if queues is not None else list(QUEUES)
+        self.num_executors = len(run_handle.roles)
+        self.working_dir = os.getcwd()
+
+    @property
+    def defaultFS(self) -> str:  # noqa: N802  (TensorFlowOnSpark's name)
+        """The Hadoop default filesystem the nodes resolve paths against (``ctx.defaultFS``)."""
+        return self.run_handle.backend.default_fs()
+
+    @property
+    def cluster_info(self) -> list[dict[str, Any]]:
+        """One dict per node, in executor order, with TensorFlowOnSpark's keys: ``executor_id``,
+        ``host``, ``job_name``, ``task_index``, ``port`` (its TensorFlow port), ``tb_port`` (0:
+        the TensorBoard runs on the driver, see ``tensorboard_url()``); empty until every node
+        registered (with in-stage feeding, until ``train``/``inference`` started them)."""
+        return [{"executor_id": n.task, "host": n.host, "job_name": n.role, "task_index": n.index, "port": n.port,
+                 "tb_port": 0} for n in self.run_handle.nodes if n.port]
 
     @property
     def cluster_spec(self) -> dict[str, list[str]]:
@@ -53,8 +75,15 @@ class TFCluster:
     def train(self, dataRDD: Any, num_epochs: int = 0, feed_timeout: float = 600, qname: str = "input") -> Any:  # noqa: N803
         """*InputMode.SPARK*: feed an RDD or DataFrame to the training nodes ``num_epochs`` times
         (0 means 10, as in TensorFlowOnSpark); returns a ``FeedSummary`` once all is fed. The feed
-        stays open for more ``train`` calls until ``shutdown``. See :meth:`Run.train`."""
-        self._require_spark("train")
+        stays open for more ``train`` calls until ``shutdown``. See :meth:`Run.train`.
+
+        Args:
+            feed_timeout: seconds a node may leave fed data untouched before ``FeedTimeout``.
+            qname: one of the cluster's ``queues`` (each node has one data feed, whatever its name).
+        """
+        self._require_spark("train", qname)
+        if num_epochs < 0:
+            raise ConfigError(f"num_epochs cannot be negative, got {num_epochs}")
         if not self.in_stage:
             return self.run_handle.train(dataRDD, num_epochs or 10, feed_timeout, end_feed=False)
         run = self._start_in_stage("train", dataRDD, epochs=num_epochs or 10, feed_timeout=feed_timeout)
@@ -67,9 +96,9 @@ class TFCluster:
     def inference(self, dataRDD: Any, feed_timeout: float = 600, qname: str = "input", schema: Any = None,  # noqa: N803
                   keep: list[str] | None = None) -> Any:
         """*InputMode.SPARK*: the nodes' predictions for every row, lazily: an RDD (one result per
-        row, in order) for an RDD, a DataFrame (``keep`` columns next to the predictions) for a
-        DataFrame. See :meth:`Run.inference`."""
-        self._require_spark("inference")
+        row, in order, each the object the node gave ``batch_results``) for an RDD, a DataFrame
+        (``keep`` columns next to the predictions) for a DataFrame. See :meth:`Run.inference`."""
+        self._require_spark("inference", qname)
         if not self.in_stage:
             return self.run_handle.inference(dataRDD, feed_timeout, schema, keep)
         return self._start_in_stage("inference", dataRDD, predict=True, keep=keep,
@@ -85,15 +114,26 @@ class TFCluster:
         run.start(data, **kwargs)
         return run
 
-    def _require_spark(self, what: str) -> None:
+    def _require_spark(self, what: str, qname: str) -> None:
         if self.input_mode != InputMode.SPARK:
             raise ConfigError(f"TFCluster.{what}() needs a cluster started with input_mode=InputMode.SPARK")
+        if qname not in self.queues:
+            raise ConfigError(f"TFCluster.{what}(qname={qname!r}): unknown queue; this cluster has {self.queues}")
 
     def shutdown(self, ssc: Any = None, grace_secs: float = 0, timeout: float = 259200) -> Any:
         """End the data feed (InputMode.SPARK), wait for the training nodes to finish, give
-        ps/evaluator nodes ``grace_secs`` more, then stop them. Raises the run's error
-        (``NodeError`` with the failing node's traceback...). Never stops the SparkContext.
-        Returns the chief's return value."""
+        ps/evaluator nodes ``grace_secs`` more, then stop them. Never stops the SparkContext.
+        Returns the chief's return value.
+
+        Args:
+            ssc: a Spark StreamingContext: refused (Spark Streaming is not supported).
+            grace_secs: seconds the ps/evaluator nodes get after the chief and workers finished.
+            timeout: seconds to wait for the nodes (-1: no limit); then the cluster is stopped.
+
+        Raises:
+            NodeError: a node failed (its traceback); the run's other errors likewise.
+            TimeoutError: the nodes were still running after ``timeout`` seconds (they are stopped).
+        """
         if ssc is not None:
             raise ConfigError("Spark Streaming (ssc) is not supported; feed a DataFrame or RDD instead")
         self.run_handle.background_grace_secs = float(grace_secs)
@@ -102,12 +142,19 @@ class TFCluster:
             return None
         if self.input_mode == InputMode.SPARK and not self.in_stage:
             self.run_handle.end_feed()
-        return self.run_handle.wait(timeout)
+        try:
+            return self.run_handle.wait(timeout if timeout > 0 else None)
+        except TimeoutError:
+            if self.run_handle.done:
+                raise
+            self.run_handle.stop()
+            raise TimeoutError(f"TFCluster.shutdown(timeout={timeout:g}): the nodes were still running, so the "
+                               "cluster was stopped; raise the timeout (or -1 for none) if they need longer") from None
 
 
 def run(sc, map_fun, tf_args, num_executors: int, num_ps: int = 0, tensorboard: bool = False,
         input_mode: int = InputMode.TENSORFLOW, log_dir: str | None = None, driver_ps_nodes: bool = False,
-        master_node: str | None = "chief", reservation_timeout: float = 600, queues: Any = None,
+        master_node: str | None = "chief", reservation_timeout: float = 600, queues: list[str] | None = None,
         eval_node: bool = False, release_port: bool = True, **kwargs: Any) -> TFCluster:
     """Start ``map_fun(tf_args, ctx)`` on ``num_executors`` nodes and return once all registered.
 
@@ -127,6 +174,11 @@ def run(sc, map_fun, tf_args, num_executors: int, num_ps: int = 0, tensorboard: 
             first ``train``/``inference`` call, each fed by its own task. ``InputMode.TENSORFLOW``
             otherwise.
         reservation_timeout: seconds for all nodes to register before failing with findings.
+        driver_ps_nodes: refused (``ConfigError``): ps nodes run on executors.
+        queues: names ``train``/``inference`` accept as ``qname`` (default ``input``, ``output``,
+            ``error``); every node has one data feed.
+        release_port: free each node's reserved port before ``map_fun`` starts (default); False
+            leaves it bound in ``ctx.tmp_socket`` until ``map_fun`` calls ``ctx.release_port()``.
         kwargs: passed to :class:`tfos_notebook.runtime.Run` (``model_dir``, ``env``, ``gpus_per_node``...).
 
     Raises:
@@ -140,7 +192,8 @@ def run(sc, map_fun, tf_args, num_executors: int, num_ps: int = 0, tensorboard: 
         raise ConfigError(f"input_mode must be InputMode.TENSORFLOW or InputMode.SPARK, got {input_mode!r}")
     handle = Run(sc, map_fun, tf_args, num_executors, num_ps=num_ps, master_node=master_node,
                  eval_node=eval_node, log_dir=log_dir, reservation_timeout=reservation_timeout,
-                 input_mode="spark" if input_mode == InputMode.SPARK else "tensorflow", **kwargs)
+                 input_mode="spark" if input_mode == InputMode.SPARK else "tensorflow",
+                 release_port=release_port, **kwargs)
     board = None
     if tensorboard:  # attached before the start, so no event byte is missed
         from ..tensorboard import attach_tensorboard
@@ -151,7 +204,7 @@ def run(sc, map_fun, tf_args, num_executors: int, num_ps: int = 0, tensorboard: 
     tracker = registry.track(handle)  # %tfos_runs, %%tfos_evaluate and JupyterLab find it
     tracker.set_tensorboard(board)
     if input_mode == InputMode.SPARK and not _slot_to_spare(handle, num_executors):
-        return TFCluster(handle, input_mode, board, in_stage=True)
+        return TFCluster(handle, input_mode, board, in_stage=True, sc=sc, queues=queues)
     try:
         handle.start()
         handle.wait_for_reservations(reservation_timeout)
@@ -159,7 +212,7 @@ def run(sc, map_fun, tf_args, num_executors: int, num_ps: int = 0, tensorboard: 
         if board is not None:
             board.stop()
         raise
-    return TFCluster(handle, input_mode, board)
+    return TFCluster(handle, input_mode, board, sc=sc, queues=queues)
 
 
 def _slot_to_spare(run: Run, num_nodes: int) -> bool:

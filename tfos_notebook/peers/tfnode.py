@@ -1,29 +1,28 @@
 """``TFNode`` with TensorFlowOnSpark's names, for the function that runs on each node:
-``DataFeed`` reads what ``TFCluster.train``/``inference`` feed, ``hdfs_path`` resolves paths.
-TensorFlow 1's ``start_cluster_server`` and ``export_saved_model`` are refused with the TensorFlow 2
-way, as TensorFlowOnSpark 2 refuses them."""
+``DataFeed`` reads what ``TFCluster.train``/``inference`` feed, ``hdfs_path`` resolves paths,
+``release_port`` frees the node's reserved port. TensorFlow 1's ``start_cluster_server`` and
+``export_saved_model`` and the module-level feed functions TensorFlowOnSpark 2 had already
+deprecated are refused, each naming its replacement, as TensorFlowOnSpark 2 refuses them."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from ..errors import ConfigError
+from ..runtime.node.ctx import release_port, tf1_refused
 from ..runtime.node.feed.datafeed import DataFeed
+from ..runtime.wire.paths import absolute_path
 
-__all__ = ["DataFeed", "export_saved_model", "hdfs_path", "release_port", "start_cluster_server"]
+__all__ = ["DataFeed", "batch_results", "export_saved_model", "hdfs_path", "next_batch", "release_port",
+           "start_cluster_server", "terminate"]
 
 
 def hdfs_path(ctx: Any, path: str) -> str:
-    """``path`` resolved against the cluster's default filesystem (``ctx.absolute_path(path)``):
-    paths with a scheme are kept, absolute ones get ``fs.defaultFS``, relative ones the user's
-    HDFS home or the driver's working directory."""
-    return ctx.absolute_path(path)
-
-
-def release_port(ctx: Any) -> None:
-    """Free the port reserved for the node: already done before the function starts (see
-    ``NodeContext.release_port``)."""
-    ctx.release_port()
+    """``path`` resolved against the cluster's default filesystem. ``ctx`` is any object with
+    ``defaultFS`` (``file://``, ``hdfs://namenode:8020``...) and ``working_dir``: a path with a
+    scheme is kept, an absolute one gets ``defaultFS`` as prefix, a relative one the user's home
+    (``/user/<name>``) on HDFS or ``working_dir`` on a local filesystem."""
+    return absolute_path(ctx.defaultFS, ctx.working_dir, path)
 
 
 def start_cluster_server(ctx: Any, num_gpus: int = 1, rdma: bool = False) -> Any:
@@ -32,9 +31,7 @@ def start_cluster_server(ctx: Any, num_gpus: int = 1, rdma: bool = False) -> Any
     Raises:
         ConfigError: always, naming the TensorFlow 2 replacement.
     """
-    raise ConfigError("TFNode.start_cluster_server is TensorFlow 1 API: TF_CONFIG is already set on every node, "
-                      "so create a tf.distribute strategy instead (MultiWorkerMirroredStrategy, or "
-                      "ParameterServerStrategy with num_ps > 0)")
+    raise tf1_refused("start_cluster_server")
 
 
 def export_saved_model(sess: Any, export_dir: str, tag_set: str, signatures: Any) -> None:
@@ -43,5 +40,24 @@ def export_saved_model(sess: Any, export_dir: str, tag_set: str, signatures: Any
     Raises:
         ConfigError: always, naming the TensorFlow 2 replacement.
     """
-    raise ConfigError("TFNode.export_saved_model exports a TensorFlow 1 session: save the model with "
-                      "model.save(path) or tf.saved_model.save(model, path) on the chief (ctx.is_chief) instead")
+    raise tf1_refused("export_saved_model")
+
+
+def _replaced_by_datafeed(call: str) -> ConfigError:
+    return ConfigError(f"TFNode.{call}(mgr, ...) was removed (TensorFlowOnSpark 2 deprecated it too): use "
+                       f"feed = TFNode.DataFeed(ctx.mgr) and feed.{call}(...)")
+
+
+def next_batch(mgr: Any, batch_size: int, qname: str = "input") -> Any:
+    """Refused, as in TensorFlowOnSpark 2: use ``DataFeed(ctx.mgr).next_batch``."""
+    raise _replaced_by_datafeed("next_batch")
+
+
+def batch_results(mgr: Any, results: Any, qname: str = "output") -> None:
+    """Refused, as in TensorFlowOnSpark 2: use ``DataFeed(ctx.mgr).batch_results``."""
+    raise _replaced_by_datafeed("batch_results")
+
+
+def terminate(mgr: Any, qname: str = "input") -> None:
+    """Refused, as in TensorFlowOnSpark 2: use ``DataFeed(ctx.mgr).terminate``."""
+    raise _replaced_by_datafeed("terminate")

@@ -97,6 +97,9 @@ class Run(SparkFeeding, RunOutcome):
         independent: the nodes run alone, not as one TensorFlow cluster (``TFParallel``), so no
             TensorFlow traffic passes between them (on a cluster that asks for encryption, several
             of them need no ``tensorflow.spark.distributor.ignoreSsl``).
+        release_port: free each node's reserved port just before its function starts (default).
+            False hands the socket that holds it to the function as ``ctx.tmp_socket``, which must
+            call ``ctx.release_port()`` before TensorFlow binds the port.
     """
 
     def __init__(self, sc, main_fun, args: Any, num_nodes: int, *, num_ps: int = 0,
@@ -105,7 +108,8 @@ class Run(SparkFeeding, RunOutcome):
                  gpus_per_node: int | Sequence[int] = 0,
                  env: dict[str, str] | None = None, legacy_keras: bool | None = None, name: str | None = None,
                  preflight_wait: float = 30.0, stop_grace_secs: float = 5.0, retries: int = 2,
-                 input_mode: str = "tensorflow", feed_buffer_mb: float = 64, independent: bool = False) -> None:
+                 input_mode: str = "tensorflow", feed_buffer_mb: float = 64, independent: bool = False,
+                 release_port: bool = True) -> None:
         if not callable(main_fun):
             raise ConfigError(f"main_fun must be a function taking (args, ctx), got {type(main_fun).__name__}")
         self.roles = plan_roles(num_nodes, num_ps, master_node, eval_node)
@@ -129,6 +133,7 @@ class Run(SparkFeeding, RunOutcome):
         self.stop_grace_secs = stop_grace_secs
         self.background_grace_secs = 0.0
         self.retries = retries
+        self.release_port = release_port
         self.stall_secs = 3.0  # no registration for this long -> diagnose and show findings
         self.events = EventStream()
         self.lifecycle = Lifecycle(self.run_id, self.events)
@@ -258,6 +263,7 @@ class Run(SparkFeeding, RunOutcome):
             env=self.env, legacy_keras=self.legacy_keras, stop_grace_secs=self.stop_grace_secs,
             gpu_counts=self.gpu_counts,
             feed_buffer_bytes=self.feed_buffer_bytes, instage=self.instage.spec if self.instage else None,
+            release_port=self.release_port,
         )
 
     def stop(self, timeout: float = 30.0) -> None:

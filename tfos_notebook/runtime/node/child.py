@@ -1,14 +1,15 @@
 """The process that runs the user's function on a node.
 
 Started by the node as soon as its Spark task begins (``python -m tfos_notebook.runtime.node.child
-STATUS_FD NODE_PID RUN_ID TASK``), in a process group of its own with ``CUDA_VISIBLE_DEVICES`` already in its
-environment, so that interpreter start-up and imports overlap the reservation. A fed node (input
-mode ``spark``) first writes a line saying where to serve the data feed, which the child does at
-once, while the cluster still forms. When the cluster spec is known the node writes one JSON line
-to its stdin: the payload and result paths and the rest of the environment (``TF_CONFIG``); an
-empty stdin means "not needed", and it exits. A fresh process per run means TensorFlow's
-collective state never leaks into the next run, and killing the group releases every GPU and port
-it held.
+STATUS_FD NODE_PID RUN_ID TASK PORT_FD``), in a process group of its own with ``CUDA_VISIBLE_DEVICES`` already in
+its environment, so that interpreter start-up and imports overlap the reservation. A fed node
+(input mode ``spark``) first writes a line saying where to serve the data feed, which the child
+does at once, while the cluster still forms. When the cluster spec is known the node writes one
+JSON line to its stdin: the payload and result paths and the rest of the environment
+(``TF_CONFIG``); an empty stdin means "not needed", and it exits. With ``release_port=False``,
+PORT_FD is a Unix socket on which the node hands over the socket holding the node's reserved port
+(``ctx.tmp_socket``; "-" otherwise). A fresh process per run means TensorFlow's collective state
+never leaks into the next run, and killing the group releases every GPU and port it held.
 
 It writes the outcome to RESULT (a pickled ``("ok", value_bytes, type_name)`` or ``("error", traceback)``),
 progress lines to STATUS_FD, and kills itself and its group if the node that started it dies.
@@ -19,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import socket
 import sys
 import threading
 import traceback
@@ -51,8 +53,18 @@ def _serve_feed(spec: dict, status):
     return FeedServer(secret_from_json(spec["secret"]), spec["host"], spec["buffer_bytes"]).start(status)
 
 
+def receive_port(fd: int) -> socket.socket:
+    """The socket holding the node's reserved port, handed over by the node on the Unix socket ``fd``."""
+    with socket.socket(fileno=fd) as handoff:
+        _, fds, _, _ = socket.recv_fds(handoff, 1, 1)
+    if not fds:
+        raise ConnectionError("the node closed the port hand-over without sending the reserved port")
+    return socket.socket(fileno=fds[0])
+
+
 def main(argv: list[str]) -> int:
     status_fd, node_pid = int(argv[1]), int(argv[2])
+    port_fd = int(argv[5]) if len(argv) > 5 and argv[5] != "-" else None
     threading.Thread(target=watch_parent, args=(node_pid,), daemon=True).start()
     status = os.fdopen(status_fd, "w", buffering=1)
     import cloudpickle  # imported while the cluster is still reserving
@@ -80,6 +92,8 @@ def main(argv: list[str]) -> int:
         taskcontext.install_on_import(payload["task_context"])  # BarrierTaskContext.get() answers for the task
         ctx = payload["ctx"]
         ctx._status = status
+        if port_fd is not None:
+            ctx.tmp_socket = receive_port(port_fd)
         ctx.mgr = feed
         value = payload["main_fun"](payload["args"], ctx)
         _write_result(result_path, ("ok", cloudpickle.dumps(value), _type_name(value)))

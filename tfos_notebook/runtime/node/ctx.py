@@ -2,34 +2,44 @@
 
 from __future__ import annotations
 
-import getpass
 import json
+import logging
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from ..wire.fuse import fuse_path, fuse_root
-from ..wire.paths import HADOOP_SCHEMES
+from ...errors import ConfigError
+from ..wire.fuse import fuse_path
+from ..wire.paths import absolute_path
 from ..wire.plan import FOREGROUND_ROLES
 
+log = logging.getLogger(__name__)
 
-def absolute_path(default_fs: str, working_dir: str, path: str) -> str:
-    """Resolve ``path`` against the cluster's default filesystem, as TensorFlowOnSpark does.
+TF1_REFUSALS = {
+    "start_cluster_server": "TFNode.start_cluster_server is TensorFlow 1 API: TF_CONFIG is already set on every "
+                            "node, so create a tf.distribute strategy instead (MultiWorkerMirroredStrategy, or "
+                            "ParameterServerStrategy with num_ps > 0)",
+    "export_saved_model": "TFNode.export_saved_model exports a TensorFlow 1 session: save a TensorFlow 2 model "
+                          "with compat.export_saved_model(model, export_dir, is_chief) or ctx.export(model, "
+                          "export_dir), called on every node",
+}
 
-    A path with a scheme is returned as is, and so is a path under Databricks' FUSE mounts
-    (``/Volumes/...``, ``/dbfs/...``: a local path on every node, which ``dbfs:/`` as prefix would
-    break); another absolute path gets the default filesystem as prefix; a relative path resolves
-    to the user's home on HDFS, or to the driver's working directory on a local filesystem.
-    """
-    if path.startswith(HADOOP_SCHEMES) or fuse_root(path):
-        return path
-    fs = default_fs.rstrip("/")
-    if path.startswith("/"):
-        return f"{fs}{path}" if fs != "file:" else f"file://{path}"
-    if fs.startswith(("hdfs://", "viewfs://")):
-        return f"{fs}/user/{getpass.getuser()}/{path}"
-    if fs.startswith("file:"):
-        return f"file://{working_dir.rstrip('/')}/{path}"
-    return f"{fs}/{path}"
+
+def tf1_refused(call: str) -> ConfigError:
+    """The error for a TensorFlow 1 call (``start_cluster_server``, ``export_saved_model``),
+    naming its TensorFlow 2 replacement; TensorFlowOnSpark 2 refuses them too."""
+    return ConfigError(TF1_REFUSALS[call])
+
+
+def release_port(ctx: Any) -> None:
+    """Close ``ctx.tmp_socket``, the socket holding a node's reserved port (a cluster started with
+    ``release_port=False``), so that TensorFlow can bind the port; it is None afterwards. ``ctx``
+    is any object with ``tmp_socket``; without a socket (the port was released before the
+    function started) nothing happens."""
+    if ctx.tmp_socket is None:
+        log.debug("release_port(): the node's port was already released")
+        return
+    ctx.tmp_socket.close()
+    ctx.tmp_socket = None
 
 
 @dataclass
@@ -44,6 +54,10 @@ class NodeContext:
         num_workers: number of chief + worker nodes (those that train).
         defaultFS: the Hadoop default filesystem (``fs.defaultFS``) of the driver.
         working_dir: the driver's working directory.
+        mgr: the node's data feed (InputMode.SPARK) for ``TFNode.DataFeed(ctx.mgr)``; None otherwise.
+        tmp_socket: the socket holding the node's reserved port (its address is this node's entry
+            in ``cluster_spec``) when the cluster was started with ``release_port=False``, until
+            ``release_port()``; None otherwise.
 
     Also: ``run_id``, ``host``, ``spark_executor_id``, ``gpus`` (the addresses Spark assigned that
     this node uses; ``CUDA_VISIBLE_DEVICES`` names the same GPUs, through the executor's own
@@ -71,6 +85,7 @@ class NodeContext:
     attempt: int = 0
     model_dir_shared: bool = True
     mgr: Any = None
+    tmp_socket: Any = field(default=None, repr=False, compare=False)
     _status: IO[str] | None = field(default=None, repr=False, compare=False)
     _flusher: Any = field(default=None, repr=False, compare=False)
 
@@ -108,8 +123,40 @@ class NodeContext:
         return DataFeed(self.mgr, train_mode, qname_in, qname_out, input_mapping)
 
     def release_port(self) -> None:
-        """TensorFlowOnSpark's call to free the port reserved for this node. Nothing is left to do
-        here: the node releases it just before the function starts, for TensorFlow to bind."""
+        """Free the port reserved for this node (``tmp_socket``), for TensorFlow's server to bind
+        it. Needed only with ``release_port=False``; otherwise the port was released just before
+        the function started, and this does nothing."""
+        release_port(self)
+
+    def start_cluster_server(self, num_gpus: int = 1, rdma: bool = False) -> Any:
+        """TensorFlow 1's ``tf.train.Server`` set-up: refused, as in TensorFlowOnSpark 2.
+
+        Raises:
+            ConfigError: always, naming the TensorFlow 2 replacement.
+        """
+        raise tf1_refused("start_cluster_server")
+
+    def export_saved_model(self, sess: Any, export_dir: str, tag_set: str, signatures: Any) -> None:
+        """TensorFlow 1's session export: refused, as in TensorFlowOnSpark 2 (see :meth:`export`).
+
+        Raises:
+            ConfigError: always, naming the TensorFlow 2 replacement.
+        """
+        raise tf1_refused("export_saved_model")
+
+    def export(self, model: Any, export_dir: str, timeout: float = 60.0) -> str | None:
+        """Save the trained ``model`` as a SavedModel in ``export_dir``; call it on every node.
+
+        The chief writes ``export_dir``. Under MultiWorkerMirroredStrategy a save is collective, so
+        the other workers take part too, writing a temporary directory that is removed at once;
+        they first wait for each other at most ``timeout`` seconds, so an export called on the
+        chief alone fails with ``ExportError`` instead of hanging. Without that strategy the other
+        nodes return at once. A relative ``export_dir`` is resolved like :meth:`absolute_path`.
+        Returns the directory written on the chief, None elsewhere.
+        """
+        from .export import export_saved_model
+
+        return export_saved_model(model, export_dir, self.is_chief, timeout)
 
     def dataset(self, batch_size: int, features: str | list[str] | None = None, label: str | None = None,
                 by_epoch: bool = True, drop_remainder: bool = False, prefetch: int = 2) -> Any:
@@ -211,6 +258,7 @@ class NodeContext:
         state = dict(self.__dict__)
         state["_status"] = None
         state["_flusher"] = None
+        state["tmp_socket"] = None
         return state
 
 

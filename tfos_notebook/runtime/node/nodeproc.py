@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import queue
+import socket
 import subprocess
 import sys
 import threading
@@ -167,14 +168,32 @@ def _installed_pyspark(pythonpath: list[str]) -> bool:
     return all(PathFinder.find_spec(name, folders) is not None for name in ("pyspark", "py4j"))
 
 
-def spawn_child(plan: NodePlan, task: int, devices: list[str], workdir: str) -> tuple[subprocess.Popen, int]:
-    """Start the node's child process, seeing the GPUs ``devices`` (``CUDA_VISIBLE_DEVICES`` entries)."""
+def spawn_child(plan: NodePlan, task: int, devices: list[str],
+                workdir: str) -> tuple[subprocess.Popen, int, socket.socket | None]:
+    """Start the node's child process, seeing the GPUs ``devices`` (``CUDA_VISIBLE_DEVICES``
+    entries); returns it, the read end of its status pipe, and (with ``release_port=False``) the
+    node's end of the Unix socket that hands it the reserved port."""
     status_r, status_w = os.pipe()
+    handoff = child_end = None
+    pass_fds = [status_w]
+    if not plan.release_port:
+        handoff, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        pass_fds.append(child_end.fileno())
     proc = subprocess.Popen(
         [sys.executable, "-m", "tfos_notebook.runtime.node.child", str(status_w), str(os.getpid()), plan.run_id,
-         str(task)],
+         str(task), str(child_end.fileno()) if child_end is not None else "-"],
         env=_child_env(plan, task, devices), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        pass_fds=(status_w,), start_new_session=True, cwd=workdir,
+        pass_fds=tuple(pass_fds), start_new_session=True, cwd=workdir,
     )
     os.close(status_w)
-    return proc, status_r
+    if child_end is not None:
+        child_end.close()
+    return proc, status_r, handoff
+
+
+def hand_over_port(handoff: socket.socket, reservation: socket.socket) -> None:
+    """Give the child the socket that holds the node's reserved port (``ctx.tmp_socket``), for
+    ``release_port=False``: from then on only the child holds it, so ``ctx.release_port()`` there
+    frees the port."""
+    with handoff:
+        socket.send_fds(handoff, [b"p"], [reservation.fileno()])

@@ -31,11 +31,12 @@ from ..wire.procs import kill_process_group
 from ..wire.versions import installed_versions
 from . import taskcontext
 from .ctx import NodeContext, tf_config
+from .export import DEFAULT_FS_ENV, WORKING_DIR_ENV
 from .feed.localfeed import LocalFeed
 from .gpusampler import GpuSampler
 from .logship import LogShipper
 from .nodelink import Orders, read_result, report_leftovers, result_message
-from .nodeproc import ChildOutput, serve_feed, spawn_child
+from .nodeproc import ChildOutput, hand_over_port, serve_feed, spawn_child
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +92,7 @@ def run_node(plan: NodePlan, task: int, gpus: list[str], local_feed: LocalFeed |
     # the devices the node's process sees: Spark's addresses, or what they index in an inherited list
     devices = visible_devices(gpus, os.environ.get("CUDA_VISIBLE_DEVICES"))
     workdir = tempfile.mkdtemp(prefix=f"tfos-{plan.run_id}-{task}-")
-    proc, status_r = spawn_child(plan, task, devices, workdir)  # starts up while the cluster reserves
+    proc, status_r, handoff = spawn_child(plan, task, devices, workdir)  # starts up while the cluster reserves
     pid_file = os.path.join(pid_dir(), f"{plan.run_id}-{task}.json")
     conn = orders = output = None
     try:
@@ -138,8 +139,13 @@ def run_node(plan: NodePlan, task: int, gpus: list[str], local_feed: LocalFeed |
         with open(payload, "wb") as f:
             cloudpickle.dump({"main_fun": plan.main_fun, "args": plan.args, "ctx": ctx,
                               "task_context": taskcontext.capture()}, f)
+        if handoff is not None:  # release_port=False: the function frees it (ctx.release_port())
+            hand_over_port(handoff, reservation)
+            handoff = None
         reservation.close()  # release the port just before TensorFlow binds it
-        go = {"payload": payload, "result": result_path, "env": {"TF_CONFIG": tf_config(spec, role, index)}}
+        go = {"payload": payload, "result": result_path,
+              "env": {"TF_CONFIG": tf_config(spec, role, index), DEFAULT_FS_ENV: plan.default_fs,
+                      WORKING_DIR_ENV: plan.working_dir}}
         proc.stdin.write((json.dumps(go) + "\n").encode())
         proc.stdin.close()
         conn.send(m.encode(m.NodeStateReport("running", proc.pid)))
@@ -156,6 +162,8 @@ def run_node(plan: NodePlan, task: int, gpus: list[str], local_feed: LocalFeed |
             output.close()
         else:
             os.close(status_r)
+        if handoff is not None:
+            handoff.close()
         try:
             os.remove(pid_file)
         except OSError as e:

@@ -1,9 +1,11 @@
 """Paths both ends read the same way: which URIs are shared storage (Databricks' FUSE mounts
-included, see ``fuse.py``), the local path of a plain path or ``file://`` URI, and the name of a
-node's log directory."""
+included, see ``fuse.py``), the local path of a plain path or ``file://`` URI, the name of a node's
+log directory, and a path resolved against the default filesystem as TensorFlowOnSpark does
+(``ctx.absolute_path``, ``TFNode.hdfs_path``)."""
 
 from __future__ import annotations
 
+import getpass
 import urllib.parse
 
 from .fuse import VOLUME_FORM, fuse_root
@@ -38,3 +40,25 @@ def local_path(path: str | None) -> str | None:
 def node_dir_name(role: str, index: int) -> str:
     """The log subdirectory (and TensorBoard run) of one node: ``chief_0``, ``worker_1``..."""
     return f"{role}_{index}"
+
+
+def absolute_path(default_fs: str, working_dir: str, path: str) -> str:
+    """Resolve ``path`` against the cluster's default filesystem, as TensorFlowOnSpark does.
+
+    A path with a scheme is returned as is, and so is a path under Databricks' FUSE mounts
+    (``/Volumes/...``, ``/dbfs/...``: a local path on every node, which ``dbfs:/`` as prefix would
+    break); another absolute path gets
+    the default filesystem as prefix; a relative path resolves to the user's home on HDFS, or to
+    the driver's working directory on a local filesystem.
+    """
+    if path.startswith(HADOOP_SCHEMES) or fuse_root(path):
+        return path
+    # one trailing slash goes ("hdfs://nn:8020/", "file:///"), not the empty authority of "hdfs://"
+    fs = default_fs[:-1] if default_fs.endswith("/") and not default_fs.endswith("://") else default_fs
+    if path.startswith("/"):
+        return f"{fs}{path}"
+    if fs.startswith(("hdfs://", "viewfs://")):
+        return f"{fs}/user/{getpass.getuser()}/{path}"
+    if fs.startswith("file:"):
+        return f"file://{working_dir.rstrip('/')}/{path}"
+    return f"{fs}/{path}"

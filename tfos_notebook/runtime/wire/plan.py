@@ -46,6 +46,7 @@ class NodePlan:
     attempt: int = 0
     stop_grace_secs: float = 5.0
     feed_buffer_bytes: int = 0  # > 0: InputMode.SPARK, chief and workers serve a data feed this big
+    release_port: bool = True  # False: the function gets the reserved port's socket (ctx.tmp_socket)
     instage: InStage | None = None  # each node's own task feeds it its partition
     gpu_counts: tuple[int, ...] = ()  # by task: how many of its task's GPUs each node uses (empty: all)
 

@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 
 from ...wire.errors import FeedError
-from ...wire.feed.codec import batch_to_rows, results_to_batch
+from ...wire.feed.codec import batch_to_rows, python_column, results_to_batch
 from .queue import Piece
 
 
@@ -140,17 +140,19 @@ class DataFeed:
     """TensorFlowOnSpark's ``TFNode.DataFeed`` over this node's data feed.
 
     Args:
-        mgr: ``ctx.mgr`` (or ``ctx``).
+        mgr: ``ctx.mgr`` (or ``ctx``); or, to run a function off the cluster, a manager from
+            ``TFManager.start`` whose ``input`` queue holds the rows, then None.
         train_mode: False when the rows come from ``inference``: a batch then ends with its
             partition, and each row's result must be given to ``batch_results`` in order.
-        qname_in, qname_out: accepted for compatibility; there is one feed per node.
+        qname_in, qname_out: the manager's queues; a node has one data feed, whatever their names.
         input_mapping: ``{column: tensor_name}``; ``next_batch`` then returns
             ``{tensor_name: [values]}`` instead of a list of rows.
     """
 
     def __init__(self, mgr: Any, train_mode: bool = True, qname_in: str = "input", qname_out: str = "output",
                  input_mapping: dict[str, str] | None = None) -> None:
-        self.feed = feed_of(mgr)
+        self.queues = mgr if hasattr(mgr, "get_queue") else None
+        self.feed = None if self.queues is not None else feed_of(mgr)
         self.train_mode = train_mode
         self.qname_in, self.qname_out = qname_in, qname_out
         self.input_mapping = dict(input_mapping) if input_mapping else None
@@ -158,36 +160,67 @@ class DataFeed:
 
     def next_batch(self, batch_size: int) -> list | dict[str, list]:
         """Up to ``batch_size`` rows: fewer when the feed ended (or, in inference, the partition).
-        Rows come back as they were fed: tuples for an RDD of tuples, pyspark Rows for a DataFrame."""
+        Rows come back as they were fed: tuples for an RDD of tuples, pyspark Rows for a DataFrame,
+        numpy values as numpy values."""
+        if self.queues is not None:
+            return self._mapped(self._queued_rows(batch_size))
         pieces, why = self.feed.take(batch_size, partition=not self.train_mode)
         if why in ("end", "terminated"):
             self.done_feeding = True
-        if self.input_mapping is None:
-            rows: list = []
-            for p in pieces:
-                rows += batch_to_rows(p.chunk.batch.slice(p.start, p.rows))
-            return rows
+        batches = [p.chunk.batch.slice(p.start, p.rows) for p in pieces]
+        if self.input_mapping is None or not all(
+                col in b.schema.names for b in batches for col in self.input_mapping):
+            return self._mapped([row for b in batches for row in batch_to_rows(b)])
         tensors: dict[str, list] = {t: [] for t in self.input_mapping.values()}
-        for p in pieces:
-            batch = p.chunk.batch.slice(p.start, p.rows)
-            if all(col in batch.schema.names for col in self.input_mapping):
-                for col, tensor in self.input_mapping.items():
-                    tensors[tensor] += batch.column(col).to_pylist()
-            else:  # rows without names: columns in the sorted order of the mapping, as TFoS does
-                for i, (_, tensor) in enumerate(sorted(self.input_mapping.items())):
-                    tensors[tensor] += batch.column(i).to_pylist()
+        for batch in batches:  # named columns: taken by name, column by column
+            for col, tensor in self.input_mapping.items():
+                i = batch.schema.get_field_index(col)
+                tensors[tensor] += python_column(batch.column(i), batch.schema.field(i))
         return tensors
+
+    def _mapped(self, rows: list) -> list | dict[str, list]:
+        """``rows`` as they are, or with ``input_mapping`` one list per tensor: the i-th value of
+        each row goes to the i-th tensor in the sorted order of the mapping's columns, as
+        TensorFlowOnSpark does."""
+        if self.input_mapping is None:
+            return rows
+        tensors = [tensor for _, tensor in sorted(self.input_mapping.items())]
+        return {tensor: [row[i] for row in rows] for i, tensor in enumerate(tensors)}
+
+    def _queued_rows(self, batch_size: int) -> list:
+        queue_in = self.queues.get_queue(self.qname_in)
+        rows: list = []
+        while len(rows) < batch_size:
+            item = queue_in.get()
+            queue_in.task_done()
+            if item is None:  # the end of the feed
+                self.done_feeding = True
+                break
+            rows.append(item)
+        return rows
 
     def should_stop(self) -> bool:
         """True once the feed ended (the driver closed it) or ``terminate`` was called."""
         return self.done_feeding
 
     def batch_results(self, results: Any) -> None:
-        """Send one result per row of the batches read (in order) back to ``inference``."""
+        """Send one result per row of the batches read (in order) back to ``inference``; the
+        driver gets each result as the object given here (numpy arrays and scalars, tuples...)."""
+        if self.queues is not None:
+            queue_out = self.queues.get_queue(self.qname_out)
+            for item in results:
+                queue_out.put(item)
+            return
         self.feed.send_results(results_to_batch(results))
 
     def terminate(self) -> None:
         """Stop feeding early: buffered rows are dropped, the remaining feeding tasks skip their
         data, and ``train`` on the driver returns. ``should_stop`` is then true."""
-        self.feed.terminate()
+        if self.queues is not None:
+            queue_in = self.queues.get_queue(self.qname_in)
+            while not queue_in.empty():
+                queue_in.get_nowait()
+                queue_in.task_done()
+        else:
+            self.feed.terminate()
         self.done_feeding = True

@@ -21,7 +21,10 @@ import pyarrow as pa
 from ..errors import FeedError
 
 KIND_KEY = b"tfos.kind"
-NDARRAY_KEY = b"tfos.ndarray"  # field metadata: the RDD held numpy arrays here, DataFeed gives them back
+# Field metadata: the column held numpy values, which come back as numpy values of the same dtype:
+# arrays (NDARRAY, one per row) or numpy scalars (SCALAR).
+NDARRAY_KEY = b"tfos.ndarray"
+NDARRAY, SCALAR = b"1", b"scalar"
 KINDS = ("row", "tuple", "dict", "value")
 PREDICTION = "prediction"
 
@@ -75,10 +78,18 @@ def schema_for_sample(row: Any) -> pa.Schema:
         kind, names, values = "dict", [str(k) for k in row], list(row.values())
     else:
         kind, names, values = "value", ["value"], [row]
-    fields = [pa.field(n, _arrow_type(v, f"column {n!r}"),
-                       metadata={NDARRAY_KEY: b"1"} if isinstance(v, np.ndarray) and v.ndim else None)
+    fields = [pa.field(n, _arrow_type(v, f"column {n!r}"), metadata=_numpy_metadata(v))
               for n, v in zip(names, values, strict=True)]
     return pa.schema(fields, metadata={KIND_KEY: kind.encode()})
+
+
+def _numpy_metadata(value: Any) -> dict[bytes, bytes] | None:
+    """The field metadata that makes a column of values like ``value`` come back as numpy values."""
+    if isinstance(value, np.ndarray):
+        return {NDARRAY_KEY: NDARRAY if value.ndim else SCALAR}
+    if isinstance(value, np.generic):
+        return {NDARRAY_KEY: SCALAR}
+    return None
 
 
 def row_kind(schema: pa.Schema) -> str:
@@ -190,20 +201,33 @@ def column_to_numpy(col: pa.Array, name: str) -> np.ndarray:
     return values.reshape(shape)
 
 
-def _python_column(col: pa.Array, field: pa.Field) -> list:
-    if (field.metadata or {}).get(NDARRAY_KEY):
+def _leaf_dtype(typ: pa.DataType) -> np.dtype:
+    while pa.types.is_list(typ) or pa.types.is_large_list(typ) or pa.types.is_fixed_size_list(typ):
+        typ = typ.value_type
+    return np.dtype(typ.to_pandas_dtype())
+
+
+def python_column(col: pa.Array, field: pa.Field) -> list:
+    """The values of one column as Python objects; a column marked as numpy (NDARRAY_KEY) gives
+    numpy arrays or scalars of its dtype."""
+    numpy = (field.metadata or {}).get(NDARRAY_KEY)
+    if numpy == SCALAR:
+        return list(col.to_numpy(zero_copy_only=False))
+    if numpy:
         try:
             return list(column_to_numpy(col, field.name))
         except FeedError:  # ragged: one array per row
-            return [np.asarray(v) for v in col.to_pylist()]
+            dtype = _leaf_dtype(field.type)
+            return [np.asarray(v, dtype=dtype) for v in col.to_pylist()]
     return col.to_pylist()
 
 
-def batch_to_rows(batch: pa.RecordBatch) -> list:
-    """The rows of ``batch`` as Python objects of its row kind (pyspark Rows for DataFrames);
-    values an RDD held as numpy arrays come back as numpy arrays."""
-    kind = row_kind(batch.schema)
-    columns = [_python_column(c, f) for c, f in zip(batch.columns, batch.schema, strict=True)]
+def batch_to_rows(batch: pa.RecordBatch, kind: str | None = None) -> list:
+    """The rows of ``batch`` as Python objects of its row kind (``kind``, else the one its schema
+    records; pyspark Rows for DataFrames); values an RDD held as numpy values come back as numpy
+    values of the same dtype."""
+    kind = kind or row_kind(batch.schema)
+    columns = [python_column(c, f) for c, f in zip(batch.columns, batch.schema, strict=True)]
     if kind == "dict":
         return [dict(zip(batch.schema.names, values, strict=True)) for values in zip(*columns, strict=True)]
     if kind == "value":
@@ -221,10 +245,41 @@ def _as_numpy(value: Any) -> Any:
     return value.numpy() if hasattr(value, "numpy") and not isinstance(value, np.ndarray) else value
 
 
+def _result_column(name: str, value: Any) -> tuple[pa.Array, dict[bytes, bytes] | None]:
+    """One column of results, one per row, from an array (its first axis is the rows) or a
+    sequence, and its field metadata: numpy values are marked so that they come back as numpy
+    values of the same dtype (see NDARRAY_KEY)."""
+    value = _as_numpy(value)
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        raise FeedError(f"results for {name!r} are a single value ({value!r}): return one result per input "
+                        "row, e.g. an array whose first axis is the rows")
+    if isinstance(value, np.ndarray) and value.dtype != object:
+        if value.ndim == 1:
+            return pa.array(value), {NDARRAY_KEY: SCALAR}
+        leaf: pa.DataType = pa.from_numpy_dtype(value.dtype)
+        for _ in range(value.ndim - 1):
+            leaf = pa.list_(leaf)
+        return _nested_from_ndarray(value, leaf), {NDARRAY_KEY: NDARRAY}
+    items = [_as_numpy(v) for v in value]
+    first = items[0] if items else None
+    try:
+        if isinstance(first, (np.ndarray, np.generic)) and all(
+                type(v) is type(first) and np.shape(v) == np.shape(first) and v.dtype == first.dtype for v in items):
+            return _result_column(name, np.stack(items))
+        if isinstance(first, np.ndarray):  # arrays of different shapes: one nested list each
+            return pa.array([v.tolist() for v in items], type=_arrow_type(first, name)), _numpy_metadata(first)
+        return pa.array(items), None
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as e:
+        raise FeedError(f"results for {name!r} cannot become an Arrow column ({e}): return numbers, strings, "
+                        "lists or arrays, one per input row") from e
+
+
 def results_to_batch(results: Any, rows: int | None = None) -> pa.RecordBatch:
     """Predictions (for ``rows`` input rows, when given) as a record batch: a dict gives one column
-    per key, a record batch is taken as is, anything else (array, tensor, list) one column
-    ``prediction``."""
+    per key, a record batch is taken as is, a sequence of tuples one column per tuple element, and
+    anything else (array, tensor, list) one column ``prediction``. The kind of each result
+    (numpy array or scalar of a dtype, tuple, Python value) is recorded in the schema, so that
+    :func:`result_values` gives back objects of the same kind."""
     results = _as_numpy(results)
     if isinstance(results, pa.RecordBatch):
         batch = results
@@ -232,34 +287,34 @@ def results_to_batch(results: Any, rows: int | None = None) -> pa.RecordBatch:
         batch = results.combine_chunks().to_batches()[0] if results.num_rows else pa.RecordBatch.from_pylist(
             [], schema=results.schema)
     else:
-        named = dict(results) if isinstance(results, dict) else {PREDICTION: results}
-        arrays, names = [], []
-        for name, value in named.items():
-            value = _as_numpy(value)
-            if isinstance(value, np.ndarray) and value.ndim > 1:
-                arr = _nested_from_ndarray(value, _arrow_type(value[0], name) if len(value) else pa.null())
-            elif isinstance(value, np.ndarray):
-                arr = pa.array(value)
-            else:
-                try:
-                    arr = pa.array(list(value))
-                except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as e:
-                    raise FeedError(f"results for {name!r} cannot become an Arrow column ({e}): return numbers, "
-                                    "strings, lists or arrays, one per input row") from e
-            arrays.append(arr)
-            names.append(str(name))
-        batch = pa.RecordBatch.from_arrays(arrays, names=names)
+        if isinstance(results, dict):
+            kind, named = "dict", {str(k): v for k, v in results.items()}
+        elif not isinstance(results, np.ndarray) and _all_tuples(results := list(results)):
+            kind, named = "tuple", {f"_{i + 1}": list(c) for i, c in enumerate(zip(*results, strict=True))}
+        else:
+            kind, named = "value", {PREDICTION: results}
+        columns = [(name, *_result_column(name, value)) for name, value in named.items()]
+        schema = pa.schema([pa.field(n, a.type, metadata=meta) for n, a, meta in columns],
+                           metadata={KIND_KEY: kind.encode()})
+        batch = pa.RecordBatch.from_arrays([a for _, a, _ in columns], schema=schema)
     if rows is not None and batch.num_rows != rows:
         raise FeedError(f"got {batch.num_rows} results for a batch of {rows} rows: return exactly one result "
                         "per input row, in order")
     return batch
 
 
+def _all_tuples(items: list) -> bool:
+    """Whether ``items`` are plain tuples of one length (pyspark Rows and named tuples excepted)."""
+    return bool(items) and all(type(v) is tuple and len(v) == len(items[0]) for v in items) and bool(items[0])
+
+
 def result_values(batch: pa.RecordBatch) -> list:
-    """Predictions as Python objects, one per row (a dict per row when there are several columns)."""
-    if batch.num_columns == 1:
-        return batch.column(0).to_pylist()
-    return batch.to_pylist()
+    """Predictions as Python objects, one per row, of the kind the node gave (see
+    :func:`results_to_batch`): numpy arrays and scalars keep their dtype, tuples stay tuples. A
+    record batch the node made itself gives values for one column, else a dict per row."""
+    if KIND_KEY not in (batch.schema.metadata or {}):
+        return batch_to_rows(batch, "value" if batch.num_columns == 1 else "dict")
+    return batch_to_rows(batch)
 
 
 # -- wire --------------------------------------------------------------------------------------
