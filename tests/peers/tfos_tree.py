@@ -68,9 +68,10 @@ def empty_jar(path: Path) -> Path:
     return path
 
 
-def run_tests(test_file: Path, report: Path, env: dict[str, str], timeout: float) -> dict[str, str]:
+def run_tests(test_file: Path, report: Path, env: dict[str, str], timeout: float) -> dict[str, tuple[str, str]]:
     """Run one of TensorFlowOnSpark's unittest files with pytest (in its own folder, so that its
-    ``import test`` finds its ``test.py``); ``{Class.test: passed | failed | error | skipped}``."""
+    ``import test`` finds its ``test.py``); ``{Class.test: (passed | failed | error | skipped,
+    the failure's text)}``."""
     import xml.etree.ElementTree as ET
 
     subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}",
@@ -78,7 +79,8 @@ def run_tests(test_file: Path, report: Path, env: dict[str, str], timeout: float
                    timeout=timeout)
     outcomes = {}
     for case in ET.parse(report).iter("testcase"):
-        kinds = [child.tag for child in case if child.tag in ("failure", "error", "skipped")]
-        outcome = {"failure": "failed", "error": "error", "skipped": "skipped"}.get(kinds[0] if kinds else "", "passed")
-        outcomes[f"{case.get('classname', '').rsplit('.', 1)[-1]}.{case.get('name')}"] = outcome
+        found = [child for child in case if child.tag in ("failure", "error", "skipped")]
+        outcome = {"failure": "failed", "error": "error", "skipped": "skipped"}[found[0].tag] if found else "passed"
+        text = (found[0].text or found[0].get("message", "")) if found else ""
+        outcomes[f"{case.get('classname', '').rsplit('.', 1)[-1]}.{case.get('name')}"] = (outcome, text)
     return outcomes
