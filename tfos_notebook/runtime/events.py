@@ -175,6 +175,19 @@ class EpochFed(Event):
     seconds: float
 
 
+@dataclass(frozen=True)
+class MlflowRun(Event):
+    """The run's MLflow run (``Run(..., mlflow=...)``): created (``mlflow_run_id`` in experiment
+    ``experiment_id`` of the tracking store ``tracking_uri``; ``url`` its page, empty for a store
+    no UI serves), or, with ``error``, not created or not completely logged."""
+
+    mlflow_run_id: str = ""
+    experiment_id: str = ""
+    tracking_uri: str = ""
+    url: str = ""
+    error: str = ""
+
+
 def _deliver(callback: Callable[[Event], None], event: Event) -> None:
     try:
         callback(event)

@@ -19,6 +19,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from ..tracking.settings import resolve as resolve_tracking
 from . import channel, storage
 from . import messages as m
 from .ctx import resolve_on_driver, run_log_dir
@@ -79,6 +80,11 @@ class Run(SparkFeeding, RunOutcome):
         input_mode: ``"tensorflow"`` (the function reads its own data) or ``"spark"``: each chief and
             worker serves a data feed that :meth:`train` and :meth:`inference` fill from Spark.
         feed_buffer_mb: with ``input_mode="spark"``, fed data a node holds before Spark has to wait.
+        mlflow: log the run as one MLflow run from the driver (``tfos_notebook.tracking``): True
+            (the current experiment, or, inside an active MLflow run, as its child), an
+            experiment's name, False (not logged), or None: as the ``TFOS_MLFLOW`` environment
+            variable says (``on``, ``off``, or ``auto``, the default: logged on Databricks, where
+            MLflow autologging is the platform's default). ``tracking`` is the logger once started.
     """
 
     def __init__(self, sc, main_fun, args: Any, num_nodes: int, *, num_ps: int = 0,
@@ -86,13 +92,16 @@ class Run(SparkFeeding, RunOutcome):
                  model_dir: str | None = None, reservation_timeout: float = 600.0, gpus_per_node: int = 0,
                  env: dict[str, str] | None = None, legacy_keras: bool | None = None, name: str | None = None,
                  preflight_wait: float = 30.0, stop_grace_secs: float = 5.0, retries: int = 2,
-                 input_mode: str = "tensorflow", feed_buffer_mb: float = 64) -> None:
+                 input_mode: str = "tensorflow", feed_buffer_mb: float = 64,
+                 mlflow: bool | str | None = None) -> None:
         if not callable(main_fun):
             raise ConfigError(f"main_fun must be a function taking (args, ctx), got {type(main_fun).__name__}")
         self.roles = plan_roles(num_nodes, num_ps, master_node, eval_node)
         if input_mode not in ("tensorflow", "spark"):
             raise ConfigError(f"input_mode must be 'tensorflow' or 'spark', got {input_mode!r}")
         self.backend = backend_for(sc)
+        self.tracking_config = resolve_tracking(mlflow, self.backend.conf)
+        self.tracking: Any = None  # tracking.MlflowTracker, once a tracked run started
         self.main_fun, self.args = main_fun, args
         self.input_mode = input_mode
         self.feed_buffer_bytes = int(feed_buffer_mb * (1 << 20)) if input_mode == "spark" else 0
@@ -185,6 +194,10 @@ class Run(SparkFeeding, RunOutcome):
             if self.state is RunState.STOPPING:  # stopped during pre-flight
                 self._end_before_launch(RunStopped(f"run {self.name} was stopped"))
                 return self
+            if self.tracking_config is not None:
+                from ..tracking.mlflowrun import MlflowTracker
+
+                self.tracking = MlflowTracker(self, self.tracking_config).start()
             self._supervisor.start()
         return self
 

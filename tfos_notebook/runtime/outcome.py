@@ -4,6 +4,7 @@ run's :class:`~.lifecycle.Lifecycle`, the nodes are its current attempt's coordi
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from .errors import ConfigError
@@ -12,10 +13,14 @@ from .finding import Finding
 from .lifecycle import RunState
 from .noderecord import NodeRecord
 
+log = logging.getLogger(__name__)
+
+TRACKING_WAIT_SECS = 120
+
 
 class RunOutcome:
     """Mixed into ``Run``: needs its ``name``, ``run_id``, ``lifecycle``, ``events``, ``diagnosis``,
-    ``started_at`` and ``_supervisor``."""
+    ``started_at``, ``tracking`` and ``_supervisor``."""
 
     @property
     def state(self) -> RunState:
@@ -88,11 +93,17 @@ class RunOutcome:
 
     def wait(self, timeout: float | None = None) -> Any:
         """Block until the run ends; returns the chief's value, or raises the run's error
-        (``NodeError`` with the node's traceback, ``ReservationTimeout``, ``RunStopped``...)."""
+        (``NodeError`` with the node's traceback, ``ReservationTimeout``, ``RunStopped``...).
+
+        A run logged to MLflow (``tracking``) has ended once its MLflow run is complete too (its
+        status set, its model logged), so that a script may exit after ``wait``; that part is
+        waited for ``TRACKING_WAIT_SECS`` at most (the logging goes on in the background after)."""
         self._check_started("wait")
         if not self.lifecycle.done.wait(timeout):
             raise TimeoutError(f"run {self.name} still {self.state} after {timeout}s")
         self._supervisor.join()
+        if self.tracking is not None and not self.tracking.wait(TRACKING_WAIT_SECS):
+            log.warning("run %s: its MLflow run is still being completed after %ds", self.name, TRACKING_WAIT_SECS)
         if self.error is not None:
             raise self.error
         return self.result
