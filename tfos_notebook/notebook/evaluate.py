@@ -108,6 +108,7 @@ class Evaluation:
         self._lookup = lookup or registry.get_run
         self._say_to, self.target = say, target or OutputTarget()
         self._writer = None
+        self._mlflow_failed = False
         self.monitor: Any = None
         self._entry = registry.RunRecord(
             run_id=f"{record.run_id}-{name}", name=f"{name} of {record.name}", state="waiting",
@@ -253,6 +254,7 @@ class Evaluation:
                           "(tracebacks in .failures)")
             return
         self._write(checkpoint.step, metrics)
+        self._log_to_mlflow(checkpoint.step, metrics)
         self.results.append((checkpoint.step, metrics))
         first = metrics.get("loss", next(iter(metrics.values())))
         self._entry = self._entry.with_point(checkpoint.step, first)
@@ -273,6 +275,23 @@ class Evaluation:
             for tag, value in metrics.items():
                 tf.summary.scalar(tag, value, step=step)
         self._writer.flush()  # TensorBoard shows the point within about a second
+
+    def _log_to_mlflow(self, step: int, metrics: Metrics) -> None:
+        """Into the run's MLflow run, when it has one (created within seconds of the launch), as
+        ``<name>_<metric>`` at ``step``; a failure is said once and the evaluation goes on."""
+        record = self._record
+        if not record.mlflow_run_id or not record.mlflow_tracking_uri:
+            return
+        from ..tracking.evaluation import log_evaluation
+
+        try:
+            log_evaluation(record.mlflow_tracking_uri, record.mlflow_run_id, self.name, step, metrics)
+        except Exception as e:  # the TensorBoard curves are written; MLflow may come back
+            log.warning("evaluation of run %s: metrics of step %d not logged to MLflow", self.run_name, step,
+                        exc_info=True)
+            if not self._mlflow_failed:
+                self._mlflow_failed = True
+                self._say(f"MLflow: the metrics were not logged to run {record.mlflow_run_id}: {_one_line(e)}")
 
     def _choose_logdir(self, record: Any) -> str:
         if record.mirror_dir:

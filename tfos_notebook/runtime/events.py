@@ -176,16 +176,26 @@ class EpochFed(Event):
 
 
 @dataclass(frozen=True)
+class TensorBoardStarted(Event):
+    """A TensorBoard of the run answers at ``url`` (``tensorboard.attach_tensorboard``)."""
+
+    url: str
+
+
+@dataclass(frozen=True)
 class MlflowRun(Event):
-    """The run's MLflow run (``Run(..., mlflow=...)``): created (``mlflow_run_id`` in experiment
-    ``experiment_id`` of the tracking store ``tracking_uri``; ``url`` its page, empty for a store
-    no UI serves), or, with ``error``, not created or not completely logged."""
+    """The run's MLflow run (``Run(..., mlflow=...)``): ``mlflow_run_id`` in experiment
+    ``experiment_id`` of the tracking store ``tracking_uri`` (``url``: its page, empty for a store
+    no UI serves). Published when it is created, at its first problem (``error``: what was not
+    logged, or why it could not be created), and once ``complete`` (status set, model logged, or
+    given up)."""
 
     mlflow_run_id: str = ""
     experiment_id: str = ""
     tracking_uri: str = ""
     url: str = ""
     error: str = ""
+    complete: bool = False
 
 
 def _deliver(callback: Callable[[Event], None], event: Event) -> None:

@@ -9,7 +9,7 @@ import threading
 from typing import Any
 
 from ..runtime.ctx import is_shared_logdir
-from ..runtime.events import RunFinished
+from ..runtime.events import RunFinished, TensorBoardStarted
 from ..runtime.spark import SparkBackend, backend_for
 from . import process
 from .mirror import Mirror
@@ -142,6 +142,7 @@ def attach_tensorboard(run, mirror_root: str | None = None, remote_logdir: str |
         detach()
         raise
     handle._on_stop.append(detach)
+    run.events.publish(TensorBoardStarted(run.run_id, url=handle.url))
 
     def on_event(event) -> None:
         if isinstance(event, RunFinished) and not handle.stopped:

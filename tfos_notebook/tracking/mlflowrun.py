@@ -20,7 +20,15 @@ import time
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from ..runtime.events import Event, GpuStats, LaunchSubmitted, MlflowRun, RunFinished, Step
+from ..runtime.events import (
+    Event,
+    GpuStats,
+    LaunchSubmitted,
+    MlflowRun,
+    RunFinished,
+    Step,
+    TensorBoardStarted,
+)
 from . import content as c
 from .batch import MAX_ENTITIES, Pending
 from .links import run_url
@@ -33,7 +41,7 @@ log = logging.getLogger(__name__)
 
 FLUSH_SECS = 2.0  # what gathered is sent at least this often (and when a request's worth is waiting)
 QUEUE_LIMIT = 100_000  # events waiting for the thread; past it, metric points are dropped and counted
-TRACKED = (Step, GpuStats, LaunchSubmitted, RunFinished)
+TRACKED = (Step, GpuStats, LaunchSubmitted, TensorBoardStarted, RunFinished)
 _QUIET = threading.Lock()
 
 
@@ -96,10 +104,6 @@ class MlflowTracker:
         """Block until the MLflow run is complete (status set, model logged); False on timeout."""
         return self._done.wait(timeout)
 
-    def tag(self, key: str, value: str) -> None:
-        """Set a tag on the MLflow run (sent with the next batch)."""
-        self._put(("tag", key, value))
-
     # -- the publisher's side ------------------------------------------------------------------
     def _enqueue(self, event: Event) -> None:
         if isinstance(event, Step) and (event.role, event.index) != self._chief:
@@ -121,8 +125,7 @@ class MlflowTracker:
             self._create()
         except Exception as e:  # no tracking store, a refused experiment...: the run goes on untracked
             self._problem("the MLflow run could not be created", e)
-            self._unsubscribe()
-            self._done.set()
+            self._complete()
             return
         ended: RunFinished | None = None
         next_send = time.monotonic() + FLUSH_SECS
@@ -139,8 +142,17 @@ class MlflowTracker:
         try:
             self._end(ended)
         finally:
-            self._unsubscribe()
-            self._done.set()
+            self._complete()
+
+    def _complete(self) -> None:
+        self._unsubscribe()
+        self._publish(complete=True)
+        self._done.set()
+
+    def _publish(self, complete: bool = False) -> None:
+        self.run.events.publish(MlflowRun(self.run.run_id, mlflow_run_id=self.mlflow_run_id or "",
+                                          experiment_id=self.experiment_id or "", tracking_uri=self.tracking_uri or "",
+                                          url=self.url or "", error=self.error or "", complete=complete))
 
     def _create(self) -> None:
         import mlflow
@@ -157,9 +169,7 @@ class MlflowTracker:
         self.mlflow_run_id, self.experiment_id = active.info.run_id, active.info.experiment_id
         self.url = run_url(self.tracking_uri, self.experiment_id, self.mlflow_run_id)
         self._pending.params.update(c.run_params(self.run.roles, self.run.input_mode, self.run.args))
-        self.run.events.publish(MlflowRun(self.run.run_id, mlflow_run_id=self.mlflow_run_id,
-                                          experiment_id=self.experiment_id, tracking_uri=self.tracking_uri,
-                                          url=self.url or ""))
+        self._publish()
 
     def _experiment_id(self) -> str | None:
         """The experiment named in the config (created if new), else the parent run's, else None
@@ -190,8 +200,8 @@ class MlflowTracker:
         elif isinstance(item, LaunchSubmitted):
             if item.attempt:
                 self._pending.tags[c.TAG_ATTEMPTS] = str(item.attempt + 1)
-        elif isinstance(item, tuple) and item[0] == "tag":
-            self._pending.tags[item[1]] = item[2]
+        elif isinstance(item, TensorBoardStarted):
+            self._pending.tags[c.TAG_TENSORBOARD] = item.url
         return None
 
     def _sample(self, node: str, metrics: dict[str, float], t: float) -> None:
@@ -241,9 +251,7 @@ class MlflowTracker:
         log.warning("run %s: MLflow: %s", self.run.name, text)
         if self.error is None:  # the first problem is shown; later ones are in the log
             self.error = text
-            self.run.events.publish(MlflowRun(self.run.run_id, mlflow_run_id=self.mlflow_run_id or "",
-                                              experiment_id=self.experiment_id or "",
-                                              tracking_uri=self.tracking_uri or "", url=self.url or "", error=text))
+            self._publish()
 
 
 def _millis(t: float) -> int:
