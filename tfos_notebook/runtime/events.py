@@ -176,6 +176,18 @@ class EpochFed(Event):
 
 
 @dataclass(frozen=True)
+class ModelExported(Event):
+    """The chief exported the trained model (``ctx.export``) to ``path``, saved by ``keras``
+    (``tf_keras`` or ``keras``, the Keras that loads it back)."""
+
+    task: int
+    role: str
+    index: int
+    path: str
+    keras: str
+
+
+@dataclass(frozen=True)
 class TensorBoardStarted(Event):
     """A TensorBoard of the run answers at ``url`` (``tensorboard.attach_tensorboard``)."""
 

@@ -25,6 +25,7 @@ from ..runtime.events import (
     GpuStats,
     LaunchSubmitted,
     MlflowRun,
+    ModelExported,
     RunFinished,
     Step,
     TensorBoardStarted,
@@ -41,7 +42,7 @@ log = logging.getLogger(__name__)
 
 FLUSH_SECS = 2.0  # what gathered is sent at least this often (and when a request's worth is waiting)
 QUEUE_LIMIT = 100_000  # events waiting for the thread; past it, metric points are dropped and counted
-TRACKED = (Step, GpuStats, LaunchSubmitted, TensorBoardStarted, RunFinished)
+TRACKED = (Step, GpuStats, LaunchSubmitted, TensorBoardStarted, ModelExported, RunFinished)
 _QUIET = threading.Lock()
 
 
@@ -86,6 +87,7 @@ class MlflowTracker:
         self._chief = c.chief_of(run.roles)
         self._samples: dict[str, int] = {}  # system metric samples per node: their step
         self._last_step = 0
+        self._export: ModelExported | None = None
         self._done = threading.Event()
         self._unsubscribe = lambda: None
         self._thread = threading.Thread(target=self._loop, daemon=True, name=f"tfos-mlflow-{run.run_id}")
@@ -202,6 +204,8 @@ class MlflowTracker:
                 self._pending.tags[c.TAG_ATTEMPTS] = str(item.attempt + 1)
         elif isinstance(item, TensorBoardStarted):
             self._pending.tags[c.TAG_TENSORBOARD] = item.url
+        elif isinstance(item, ModelExported):
+            self._export = item
         return None
 
     def _sample(self, node: str, metrics: dict[str, float], t: float) -> None:
@@ -239,12 +243,32 @@ class MlflowTracker:
         if self.dropped:
             self._pending.tags["tfos.metric_points_dropped"] = str(self.dropped)
         self._send()
+        if ended.state == "finished" and self._export is not None:
+            self._log_model(self._export)
         try:
             with _no_url_printed():
                 self._client.set_terminated(self.mlflow_run_id, c.STATUS_OF_STATE.get(ended.state, "FAILED"),
                                             end_time=_millis(ended.t))
         except Exception as e:
             self._problem("the MLflow run's status was not set", e)
+
+    def _log_model(self, export: ModelExported) -> None:
+        """The exported model as the run's MLflow model; a failure is a tag and the run's ``error``."""
+        from .model import log_exported_model
+
+        try:
+            if "://" not in export.path and not os.path.exists(export.path):
+                raise FileNotFoundError(f"{export.path} is not on the driver: {export.role}:{export.index} exported "
+                                        "it to its own host's disk; export to storage the driver shares")
+            log_exported_model(self._client, self.mlflow_run_id, self.experiment_id, export.path,
+                               export.keras == "tf_keras", self._last_step,
+                               c.run_params(self.run.roles, self.run.input_mode, self.run.args))
+        except Exception as e:
+            self._problem("the exported model was not logged", e)
+            try:
+                self._client.set_tag(self.mlflow_run_id, c.TAG_MODEL_ERROR, c.error_tag(str(e)))
+            except Exception:  # the store is gone: the warning above says what matters
+                log.debug("the model error tag was not set", exc_info=True)
 
     def _problem(self, what: str, error: BaseException) -> None:
         text = f"{what}: {type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"
