@@ -166,6 +166,34 @@ def _wait_for_executors(sc, n: int, timeout: float = 60.0) -> None:
     raise TimeoutError(f"{n} executors did not register within {timeout}s")
 
 
+@pytest.fixture(scope="session")
+def mlflow_server(tmp_path_factory):
+    """A real MLflow tracking server over HTTP, with basic auth, started once (see mlflowserver.py)."""
+    from mlflowserver import MlflowServer
+
+    server = MlflowServer(str(tmp_path_factory.mktemp("mlflow-server"))).start()
+    yield server
+    server.stop()
+
+
+def tracking_env(monkeypatch, uri: str, username: str | None = None, password: str | None = None) -> None:
+    """Point this process's MLflow at ``uri`` (with credentials), as a notebook's environment would."""
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    for name, value in (("MLFLOW_TRACKING_USERNAME", username), ("MLFLOW_TRACKING_PASSWORD", password)):
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value)
+
+
+@pytest.fixture
+def sqlite_tracking(tmp_path, monkeypatch) -> str:
+    """MLflow in this process logs to a local ``sqlite:`` store of the test's own."""
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    tracking_env(monkeypatch, uri)
+    return uri
+
+
 @pytest.fixture
 def thread_exceptions():
     """Exceptions that escaped any thread while the test ran (``threading.excepthook``): a test

@@ -169,7 +169,7 @@ class MlflowTracker:
         active = mlflow.start_run(experiment_id=self._experiment_id(), run_name=self.run.name,
                                   parent_run_id=self.parent_run_id, tags=tags, log_system_metrics=False)
         self.mlflow_run_id, self.experiment_id = active.info.run_id, active.info.experiment_id
-        self.url = run_url(self.tracking_uri, self.experiment_id, self.mlflow_run_id)
+        self.url = run_url(self.tracking_uri, self.experiment_id, self.mlflow_run_id, self.run.backend.conf)
         self._pending.params.update(c.run_params(self.run.roles, self.run.input_mode, self.run.args))
         self._publish()
 
