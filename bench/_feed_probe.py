@@ -151,7 +151,7 @@ def spark_noop_rates(data, rows: int, workers: int, repeats: int) -> list[float]
 def spread_seconds(data, workers: int) -> float:
     """Seconds Spark takes to deal ``data`` out to the nodes' partitions (the shuffle an in-stage
     feed runs once per attempt, before the nodes' clocks start)."""
-    from tfos_notebook.runtime.feed.instage import spread
+    from tfos_notebook.runtime.driver.feed.instage import spread
 
     spread_out = spread(data, [("chief", 0)] + [("worker", i) for i in range(workers - 1)])
     t0 = time.perf_counter()
@@ -213,7 +213,7 @@ def main() -> None:
         rates = [json.loads(p.read_text()) for p in sorted(Path(out).glob("*.json"))]
     elif opts.impl.startswith("ours-instage"):
         from tfos_notebook import Run, TFCluster
-        from tfos_notebook.runtime.events import ClusterReady
+        from tfos_notebook.runtime.driver.events import ClusterReady
 
         df = opts.impl == "ours-instage-df"
         data = make_data(spark, "ours-df" if df else "ours-rdd", rows, opts.partitions)

@@ -32,14 +32,14 @@ sys.path.insert(0, str(HERE.parent))
 
 from tfos_notebook import Run, TFNode  # noqa: E402
 from tfos_notebook.notebook import tracker  # noqa: E402
-from tfos_notebook.runtime.events import ClusterReady  # noqa: E402
-from tfos_notebook.runtime.timeouts import Deadline  # noqa: E402
+from tfos_notebook.runtime.driver.events import ClusterReady  # noqa: E402
+from tfos_notebook.runtime.wire.timeouts import Deadline  # noqa: E402
 from tfos_notebook.tensorboard import attach_tensorboard, process  # noqa: E402
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # executors cannot import bench/
 
 KINDS = ("finish", "stop", "raise", "sigkill", "timeout", "feed")
-CHILD = "tfos_notebook.runtime.child"
+CHILD = "tfos_notebook.runtime.node.child"
 
 
 # -- what the nodes run -----------------------------------------------------------------------

@@ -20,7 +20,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from hypothesis import HealthCheck, settings  # noqa: E402
 
 from tfos_notebook.devcluster import StandaloneCluster  # noqa: E402
-from tfos_notebook.runtime.spark import backend_for  # noqa: E402
+from tfos_notebook.runtime.driver.spark import backend_for  # noqa: E402
 
 # The fuzz tests (marked ``fuzz``) draw the same examples on every run (CI stays stable), keep no
 # example database, and time whole tests rather than single examples (servers answer slower on a

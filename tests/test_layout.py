@@ -1,7 +1,8 @@
 """The package's layout, checked from its source (and, for what an import loads, in a fresh
-interpreter): no import cycle, Spark's JVM reached only by ``runtime/spark/``, and the two places
-that must stay light (the Jupyter server's handlers, a node's child process) import no more than
-they need."""
+interpreter): no import cycle, not even through imports inside functions; the runtime's driver and
+node code meeting only in ``runtime/wire/``; Spark's JVM reached only by ``runtime/driver/spark/``;
+and the two places that must stay light (the Jupyter server's handlers, a node's child process)
+importing no more than they need."""
 
 from __future__ import annotations
 
@@ -45,17 +46,24 @@ def _module_level_imports(body: list[ast.stmt]):
                 yield from _module_level_imports(block)
 
 
-def import_graph() -> dict[str, set[str]]:
-    """``module -> package modules it imports at module level``; importing ``a.b.c`` counts as
-    importing the packages ``a`` and ``a.b`` too (except the importer's own parents, which are
-    imported before it)."""
+def _every_import(body: list[ast.stmt]):
+    """Every import statement: those in functions and ``if TYPE_CHECKING:`` blocks too."""
+    for node in ast.walk(ast.Module(body=body, type_ignores=[])):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+
+
+def import_graph(imports=_module_level_imports) -> dict[str, set[str]]:
+    """``module -> package modules it imports`` (at module level, or as ``imports`` finds them);
+    importing ``a.b.c`` counts as importing the packages ``a`` and ``a.b`` too (except the
+    importer's own parents, which are imported before it)."""
     mods = modules()
     graph = {}
     for name, path in mods.items():
         is_package = path.name == "__init__.py"
         here = name.split(".") if is_package else name.split(".")[:-1]
         targets = set()
-        for node in _module_level_imports(ast.parse(path.read_text()).body):
+        for node in imports(ast.parse(path.read_text()).body):
             if isinstance(node, ast.Import):
                 targets.update(alias.name for alias in node.names)
                 continue
@@ -107,15 +115,87 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_checker_sees_a_cycle():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
-    assert "tfos_notebook.runtime.messages" in import_graph()["tfos_notebook.runtime.coordinator"]
+    assert "tfos_notebook.runtime.wire.messages" in import_graph()["tfos_notebook.runtime.driver.coordinator"]
+
+
+def test_the_checker_sees_imports_inside_functions_and_type_checking_blocks():
+    module_level, every = import_graph(), import_graph(_every_import)
+    launch, supervised = "tfos_notebook.runtime.driver.launch", "tfos_notebook.runtime.driver.supervised"
+    feeder, watch = "tfos_notebook.runtime.driver.feed.feeder", "tfos_notebook.runtime.driver.watch"
+    assert feeder not in module_level[launch] and feeder in every[launch]  # imported in Run.__init__
+    assert watch not in module_level[supervised] and watch in every[supervised]  # under TYPE_CHECKING
 
 
 def test_no_module_level_import_cycle():
     assert cycles(import_graph()) == []
 
 
+def test_no_import_cycle_even_through_imports_inside_functions():
+    assert cycles(import_graph(_every_import)) == []
+
+
+RUNTIME = f"{NAME}.runtime"
+SIDES = {"driver": f"{RUNTIME}.driver", "node": f"{RUNTIME}.node", "wire": f"{RUNTIME}.wire"}
+
+
+def _side(module: str) -> str | None:
+    return next((side for side, prefix in SIDES.items() if module == prefix or module.startswith(prefix + ".")), None)
+
+
+def test_driver_and_node_code_meet_only_in_wire():
+    # Every import counts, those inside functions too: the node's code runs on the executors (and
+    # in its child process), the driver's in the notebook's process; wire/ is what both import.
+    allowed = {"driver": {"driver", "wire"}, "node": {"node", "wire"}, "wire": {"wire"}}
+    crossings = sorted(f"{module} -> {dep}" for module, deps in import_graph(_every_import).items()
+                       if _side(module) for dep in deps if _side(dep) and _side(dep) not in allowed[_side(module)])
+    assert crossings == []
+    assert set(SIDES) == {p.name for p in (PACKAGE / "runtime").iterdir() if (p / "__init__.py").exists()}
+
+
+def test_the_node_code_a_barrier_task_runs_is_named_in_the_node_package():
+    # The driver ships a NodePlan; the executor imports the node's function it names.
+    from tfos_notebook.runtime.wire.plan import NODE_CODE
+
+    mods = modules()
+    for function, module in NODE_CODE.items():
+        assert _side(module) == "node", module
+        defined = {n.name for n in ast.parse(mods[module].read_text()).body if isinstance(n, ast.FunctionDef)}
+        assert function in defined, f"{module} defines no {function}()"
+
+
+def _top_level_names(path: Path) -> set[str]:
+    names = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return names
+
+
+def test_every_name_a_package_exports_on_first_use_is_where_its_export_says():
+    import importlib
+
+    mods = modules()
+    wrong = []
+    for package in ("tfos_notebook", "tfos_notebook.runtime", "tfos_notebook.notebook", "tfos_notebook.tensorboard"):
+        for name, (module, attr) in importlib.import_module(package)._EXPORTS.items():
+            target = importlib.util.resolve_name(module, package)
+            if target not in mods or attr is not None and attr not in _top_level_names(mods[target]):
+                wrong.append(f"{package}.{name} -> {target}.{attr}")
+    assert wrong == []
+
+
+def test_the_driver_loads_none_of_the_nodes_modules():
+    loaded = loaded_after("import tfos_notebook.runtime.driver.launch")
+    assert "tfos_notebook.runtime.driver.launch" in loaded
+    assert [m for m in loaded if _side(m) == "node"] == []
+
+
 def test_only_the_spark_backend_touches_the_spark_context_or_the_jvm():
-    spark_dir = PACKAGE / "runtime" / "spark"
+    spark_dir = PACKAGE / "runtime" / "driver" / "spark"
     offenders = []
     for path in PACKAGE.rglob("*.py"):
         if spark_dir in path.parents:
@@ -144,16 +224,27 @@ def test_the_server_handlers_load_nothing_of_the_runtime_or_the_notebook_layer()
 
 
 def test_a_nodes_child_unpickles_a_cell_without_pyspark_numpy_or_pyarrow():
-    # What runtime/child.py imports before it runs the function, then the cell as it travels.
+    # What runtime/node/child.py imports before it runs the function, then the cell as it travels.
     code = (
         "import pickle, cloudpickle\n"
-        "import tfos_notebook.runtime.child, tfos_notebook.runtime.ctx\n"
+        "import tfos_notebook.runtime.node.child, tfos_notebook.runtime.node.ctx\n"
         f"cell = pickle.loads({_pickled_cell()!r})\n"
         "assert cell(None, None) == 42\n"
     )
     loaded = loaded_after(code)
     assert "tfos_notebook.cellfn" in loaded
     assert [m for m in loaded if m.split(".")[0] in ("pyspark", "numpy", "pyarrow")] == []
+
+
+def test_a_nodes_child_imports_the_package_from_the_folder_that_holds_it():
+    # Not from inside it: tfos_notebook/ on the child's path would make ``import tensorboard`` find
+    # tfos_notebook/tensorboard/.
+    from tfos_notebook.runtime.node.nodeproc import _child_env
+    from tfos_notebook.runtime.wire.plan import NodePlan
+
+    plan = NodePlan("r", "127.0.0.1", 1, b"s", None, None, [("chief", 0)], "file:///", "/tmp")
+    first = _child_env(plan, 0, [])["PYTHONPATH"].split(os.pathsep)[0]
+    assert first == str(PACKAGE.parent)
 
 
 def _pickled_cell() -> bytes:

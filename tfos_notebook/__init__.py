@@ -26,10 +26,10 @@ _EXPORTS = {
     "TFParallel": (".peers.tfparallel", None),
     "MirroredStrategyRunner": (".peers.distributor", "MirroredStrategyRunner"),
     "InputMode": (".peers.tfcluster", "InputMode"),
-    "Run": (".runtime.launch", "Run"),
-    "NodeContext": (".runtime.ctx", "NodeContext"),
-    "cleanup": (".runtime.orphans", "scan_cluster"),
-    **{name: (".runtime.errors", name) for name in (
+    "Run": (".runtime.driver.launch", "Run"),
+    "NodeContext": (".runtime.node.ctx", "NodeContext"),
+    "cleanup": (".runtime.driver.cleanup", "scan_cluster"),
+    **{name: (".runtime.driver.errors", name) for name in (
         "ConfigError", "FeedError", "FeedTimeout", "LaunchError", "NodeError", "PreflightError",
         "ReservationTimeout", "RunStopped", "SparkJobError", "TFOSError")},
 }

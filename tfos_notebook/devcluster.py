@@ -22,9 +22,9 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .runtime.procs import kill_process_group
-from .runtime.spark.standalone import master_state
-from .runtime.timeouts import Deadline
+from .runtime.driver.spark.standalone import master_state
+from .runtime.wire.procs import kill_process_group
+from .runtime.wire.timeouts import Deadline
 
 
 def free_port(host: str = "127.0.0.1") -> int:

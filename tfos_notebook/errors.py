@@ -1,6 +1,6 @@
 """The root of the errors a user can meet: ``TFOSError`` and ``ConfigError``, which every layer
 raises. Imports nothing, so that the state files and the Jupyter server extension can raise and
-catch them without loading the runtime (``runtime/errors.py`` holds the runtime's own errors)."""
+catch them without loading the runtime (``runtime/driver/errors.py`` holds the runtime's own errors)."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from tfos_notebook.runtime import NodeError, Run, RunStopped
-from tfos_notebook.runtime.spark import ConnectBackend, backend_for
+from tfos_notebook.runtime.driver.spark import ConnectBackend, backend_for
 
 
 def node_value(args, ctx):
@@ -58,7 +58,7 @@ def sleeper(args, ctx):
 def test_stop_ends_the_nodes_and_the_session_goes_on(connect_spark):
     from nbhelpers import child_processes, wait_until
 
-    from tfos_notebook.runtime.events import TaskState
+    from tfos_notebook.runtime.driver.events import TaskState
 
     run = Run(connect_spark, sleeper, None, 2).start()
     assert run.events.wait_for(lambda evs: sum(isinstance(e, TaskState) and e.state == "running" for e in evs) == 2,
@@ -82,7 +82,7 @@ def hold_slot(batches):
 
 
 def test_three_nodes_on_two_free_slots_get_a_finding_within_ten_seconds(connect_spark):
-    from tfos_notebook.runtime.events import FindingRaised
+    from tfos_notebook.runtime.driver.events import FindingRaised
 
     backend = backend_for(connect_spark)
     backend.probe()  # the session's probe job has run (the first launch of a session pays for it)
@@ -111,8 +111,8 @@ def test_three_nodes_on_two_free_slots_get_a_finding_within_ten_seconds(connect_
 
 
 def test_executors_that_cannot_reach_the_driver_fail_the_launch_saying_why(connect_spark, monkeypatch):
-    from tfos_notebook.runtime.spark import DriverUnreachable
-    from tfos_notebook.runtime.spark.connect import Probe
+    from tfos_notebook.runtime.driver.spark import DriverUnreachable
+    from tfos_notebook.runtime.driver.spark.connect import Probe
 
     backend = backend_for(connect_spark)
     probe = backend.probe()
@@ -143,7 +143,7 @@ def test_an_rdd_cannot_be_fed_through_a_connect_session(connect_spark):
 def test_the_cleanup_magic_scans_the_executors_with_a_barrier_job(ip, connect_spark, capsys):
     """%tfos_cleanup on a Connect session: a barrier mapInArrow over every slot lists the leftovers
     of earlier runs (this machine may hold other suites' processes, so only the scan is checked)."""
-    from tfos_notebook.runtime.orphans import scan_cluster
+    from tfos_notebook.runtime.driver.cleanup import scan_cluster
 
     result = ip.run_cell("%tfos_cleanup")
     assert result.success, result.error_in_exec
@@ -167,7 +167,7 @@ def test_a_killed_node_is_relaunched_under_a_new_tag_and_resumes_from_the_checkp
     from nbhelpers import child_processes, wait_until
     from pyspark import cloudpickle
 
-    from tfos_notebook.runtime.events import FindingRaised, LaunchSubmitted, Step
+    from tfos_notebook.runtime.driver.events import FindingRaised, LaunchSubmitted, Step
 
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "runtime"))
     import test_recovery  # its node function: counts steps, checkpoints every 5, resumes with ctx.restore

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from tfos_notebook.devcluster import StandaloneCluster
-from tfos_notebook.runtime.spark import backend_for
+from tfos_notebook.runtime.driver.spark import backend_for
 
 SLOTS = 4
 

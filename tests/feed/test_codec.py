@@ -7,8 +7,8 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import Row
 
-from tfos_notebook.runtime.errors import FeedError
-from tfos_notebook.runtime.feed.codec import (
+from tfos_notebook.runtime.driver.errors import FeedError
+from tfos_notebook.runtime.wire.feed.codec import (
     batch_bytes,
     batch_to_rows,
     batches_of_rows,

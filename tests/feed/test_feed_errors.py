@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tfos_notebook import ConfigError, FeedError, Run, TFCluster
-from tfos_notebook.runtime.feed.data import DataSample
-from tfos_notebook.runtime.feed.datafeed import DataFeed, feed_of
+from tfos_notebook.runtime.driver.feed.data import DataSample
+from tfos_notebook.runtime.node.feed.datafeed import DataFeed, feed_of
 
 
 def noop(args, ctx):

@@ -10,12 +10,12 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from tfos_notebook.runtime import channel
-from tfos_notebook.runtime.errors import ChannelError
-from tfos_notebook.runtime.feed.datafeed import DataFeed, arrays_of, predict
-from tfos_notebook.runtime.feed.protocol import FeedClient, tell
-from tfos_notebook.runtime.feed.server import FeedServer
-from tfos_notebook.runtime.feed.tasks import InferFeed, TrainFeed
+from tfos_notebook.runtime.driver.errors import ChannelError
+from tfos_notebook.runtime.node.feed.datafeed import DataFeed, arrays_of, predict
+from tfos_notebook.runtime.node.feed.server import FeedServer
+from tfos_notebook.runtime.wire import channel
+from tfos_notebook.runtime.wire.feed.protocol import FeedClient, tell
+from tfos_notebook.runtime.wire.feed.tasks import InferFeed, TrainFeed
 
 SECRET = channel.new_secret()
 

@@ -12,12 +12,12 @@ from fuzzing import frame, hello_then, raw_frames, settles, values
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tfos_notebook.runtime import channel
-from tfos_notebook.runtime.errors import FeedError
-from tfos_notebook.runtime.feed.codec import batch_bytes
-from tfos_notebook.runtime.feed.protocol import MAX_FRAME, FeedClient, tell
-from tfos_notebook.runtime.feed.server import FeedServer
-from tfos_notebook.runtime.feed.tasks import TrainFeed
+from tfos_notebook.runtime.driver.errors import FeedError
+from tfos_notebook.runtime.node.feed.server import FeedServer
+from tfos_notebook.runtime.wire import channel
+from tfos_notebook.runtime.wire.feed.codec import batch_bytes
+from tfos_notebook.runtime.wire.feed.protocol import MAX_FRAME, FeedClient, tell
+from tfos_notebook.runtime.wire.feed.tasks import TrainFeed
 
 from .test_feed_server import SECRET, batches, drain
 

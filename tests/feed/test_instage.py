@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 
 from tfos_notebook import InputMode, Run, TFCluster
-from tfos_notebook.runtime.events import FeedPlanned
-from tfos_notebook.runtime.feed.instage import _murmur3_int, partition_keys
+from tfos_notebook.runtime.driver.events import FeedPlanned
+from tfos_notebook.runtime.driver.feed.instage import _murmur3_int, partition_keys
 
 from . import nodes
 

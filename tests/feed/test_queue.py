@@ -7,7 +7,7 @@ import time
 
 import pyarrow as pa
 
-from tfos_notebook.runtime.feed.queue import Chunk, EpochEnd, FeedEnd, FeedQueue, PartitionEnd
+from tfos_notebook.runtime.node.feed.queue import Chunk, EpochEnd, FeedEnd, FeedQueue, PartitionEnd
 
 
 def chunk(start: int, n: int, source=None) -> Chunk:

@@ -84,7 +84,7 @@ def chaos() -> None:
     from pyspark import cloudpickle
 
     from tfos_notebook import Run
-    from tfos_notebook.runtime.events import Step
+    from tfos_notebook.runtime.driver.events import Step
 
     sys.path.insert(0, os.path.join(os.path.dirname(EXAMPLES), "tests", "runtime"))
     import test_recovery  # its node function: counts steps, checkpoints every 5, resumes with ctx.restore

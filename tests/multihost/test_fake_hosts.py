@@ -17,8 +17,8 @@ import time
 import pytest
 from fakehosts import FakeHosts, unavailable_reason, wait_for
 
-from tfos_notebook.runtime.procs import kill_process_group
-from tfos_notebook.runtime.timeouts import Deadline
+from tfos_notebook.runtime.wire.procs import kill_process_group
+from tfos_notebook.runtime.wire.timeouts import Deadline
 
 pytestmark = [pytest.mark.slow, pytest.mark.multihost]
 
@@ -96,7 +96,7 @@ def kill_one(hosts: FakeHosts, host: str, *patterns: str) -> None:
 
 
 def test_a_killed_node_process_on_one_host_is_relaunched_and_resumes(hosts):
-    result = chaos_run(hosts, lambda run_id, host: kill_one(hosts, host, "tfos_notebook.runtime.child", run_id))
+    result = chaos_run(hosts, lambda run_id, host: kill_one(hosts, host, "tfos_notebook.runtime.node.child", run_id))
     assert_resumed_from_one_checkpoint(result)
     assert "node_lost_retrying" in [f["code"] for f in result["findings"]]
     assert not left_on_hosts(hosts, result["run_id"])

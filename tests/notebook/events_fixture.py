@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tfos_notebook.runtime.events import (
+from tfos_notebook.runtime.driver.events import (
     ClusterReady,
     GpuAssigned,
     LaunchSubmitted,

@@ -11,7 +11,7 @@ import pytest
 from pyspark import cloudpickle
 
 from tfos_notebook.notebook.capture import CellError, capture_cell, cell_error, cell_traceback
-from tfos_notebook.runtime.errors import NodeError
+from tfos_notebook.runtime.driver.errors import NodeError
 
 
 def scale(x):

@@ -13,7 +13,7 @@ import pytest
 from nbhelpers import wait_until
 
 from tfos_notebook.notebook.evaluate import EvaluationError, evaluate_run
-from tfos_notebook.runtime.errors import ConfigError
+from tfos_notebook.runtime.driver.errors import ConfigError
 from tfos_notebook.state import registry
 from tfos_notebook.state.files import write_json_atomic
 

@@ -13,7 +13,7 @@ from nbhelpers import TRAINING_HELPERS
 from tbhelpers import wait_for_scalars
 
 from tfos_notebook.notebook import TrainOptions, train
-from tfos_notebook.runtime.events import RunFinished
+from tfos_notebook.runtime.driver.events import RunFinished
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 

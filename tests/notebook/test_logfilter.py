@@ -7,7 +7,7 @@ from events_fixture import RUN
 
 from tfos_notebook.notebook.logfilter import is_noise
 from tfos_notebook.notebook.monitor import Monitor
-from tfos_notebook.runtime.events import Log
+from tfos_notebook.runtime.driver.events import Log
 
 # Printed by tensorflow-cpu 2.21 on this machine (TF_CPP_MIN_LOG_LEVEL=0) and by a 2-node run.
 TENSORFLOW_NOTICES = [

@@ -20,7 +20,7 @@ from nbhelpers import (
 
 from tfos_notebook.notebook import CellError, Monitor, TextMonitor, TrainRun
 from tfos_notebook.runtime import ConfigError, NodeError, RunStopped
-from tfos_notebook.runtime.events import Step
+from tfos_notebook.runtime.driver.events import Step
 
 
 def launch(ip, line: str, body: str):

@@ -14,7 +14,7 @@ from tfos_notebook.notebook.monitor import Monitor
 from tfos_notebook.notebook.pump import EventPump
 from tfos_notebook.notebook.text import TextMonitor
 from tfos_notebook.notebook.view import RunView, format_duration
-from tfos_notebook.runtime.events import (
+from tfos_notebook.runtime.driver.events import (
     EventStream,
     FindingRaised,
     LaunchSubmitted,
@@ -23,7 +23,7 @@ from tfos_notebook.runtime.events import (
     RunStateChanged,
     Step,
 )
-from tfos_notebook.runtime.finding import Finding
+from tfos_notebook.runtime.driver.finding import Finding
 
 
 def test_view_folds_a_run_into_rows_reservations_and_state():

@@ -10,7 +10,7 @@ import pytest
 
 from tfos_notebook import ConfigError, MirroredStrategyRunner, PreflightError
 from tfos_notebook.peers.distributor import split_slots
-from tfos_notebook.runtime.spark import backend_for
+from tfos_notebook.runtime.driver.spark import backend_for
 
 
 @pytest.fixture

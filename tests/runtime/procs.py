@@ -13,7 +13,7 @@ def child_processes(run_id: str) -> list[psutil.Process]:
     found = []
     for p in psutil.process_iter(["cmdline"]):
         cmd = " ".join(p.info["cmdline"] or [])
-        if "tfos_notebook.runtime.child" in cmd and run_id in cmd:
+        if "tfos_notebook.runtime.node.child" in cmd and run_id in cmd:
             found.append(p)
     return found
 

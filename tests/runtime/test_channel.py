@@ -11,8 +11,8 @@ import msgpack
 import pytest
 from procs import eventually
 
-from tfos_notebook.runtime import channel
-from tfos_notebook.runtime.errors import ChannelError
+from tfos_notebook.runtime.driver.errors import ChannelError
+from tfos_notebook.runtime.wire import channel
 
 
 @pytest.fixture

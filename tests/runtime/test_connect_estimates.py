@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from tfos_notebook.runtime.diagnose import Snapshot, diagnose
-from tfos_notebook.runtime.finding import blockers
-from tfos_notebook.runtime.spark import ExecutorInfo
-from tfos_notebook.runtime.spark.connect import ConnectBackend, Probe
+from tfos_notebook.runtime.driver.diagnose import Snapshot, diagnose
+from tfos_notebook.runtime.driver.finding import blockers
+from tfos_notebook.runtime.driver.spark import ExecutorInfo
+from tfos_notebook.runtime.driver.spark.connect import ConnectBackend, Probe
 from tfos_notebook.tensorboard.sources import fuse_path
 
 
@@ -66,7 +66,7 @@ def test_log_dirs_are_read_as_files_where_the_driver_sees_them(tmp_path):
 
 
 def test_a_client_off_the_driver_host_is_told_it_cannot_be_reached():
-    from tfos_notebook.runtime.spark import DriverUnreachable
+    from tfos_notebook.runtime.driver.spark import DriverUnreachable
 
     backend = ConfOnly({"spark.master": "spark://m:7077", "spark.driver.host": "192.0.2.1"})  # TEST-NET-1
     with pytest.raises(DriverUnreachable, match=r"^the executors cannot connect to this notebook's host 192\.0\.2\.1 "

@@ -1,6 +1,6 @@
 import os
 
-from tfos_notebook.runtime.filetail import DirTail
+from tfos_notebook.runtime.wire.filetail import DirTail
 
 
 def _append(path, data: bytes) -> None:

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from tfos_notebook import NodeError, PreflightError, ReservationTimeout, Run, SparkJobError
-from tfos_notebook.runtime.events import FindingRaised, Registered
+from tfos_notebook.runtime.driver.events import FindingRaised, Registered
 
 
 def quick(args, ctx):

@@ -28,9 +28,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_lifecycle import FakeNode, start
 
-from tfos_notebook.runtime import channel
-from tfos_notebook.runtime import messages as m
-from tfos_notebook.runtime.errors import ChannelError
+from tfos_notebook.runtime.driver.errors import ChannelError
+from tfos_notebook.runtime.wire import channel
+from tfos_notebook.runtime.wire import messages as m
 
 pytestmark = pytest.mark.fuzz
 
@@ -48,7 +48,7 @@ def decoding_server(caplog):
         conn.send({"ok": m.decode(raw).TYPE})
 
     server = channel.ControlServer("127.0.0.1", secret, on_message, closed.append, max_frame=MAX_FRAME)
-    caplog.set_level(logging.WARNING, logger="tfos_notebook.runtime.channel")
+    caplog.set_level(logging.WARNING, logger="tfos_notebook.runtime.wire.channel")
     yield server, secret, closed
     server.close()
     assert "handler failed" not in caplog.text

@@ -13,10 +13,10 @@ import types
 import pytest
 
 from tfos_notebook.notebook.view import RunView, TaskRow, format_gpus
-from tfos_notebook.runtime import messages as m
-from tfos_notebook.runtime.events import GpuStats
-from tfos_notebook.runtime.gpus import GpuStat, nvml_stats
-from tfos_notebook.runtime.gpusampler import GpuSampler
+from tfos_notebook.runtime.driver.events import GpuStats
+from tfos_notebook.runtime.node.gpusampler import GpuSampler
+from tfos_notebook.runtime.wire import messages as m
+from tfos_notebook.runtime.wire.gpus import GpuStat, nvml_stats
 
 RUN = "20250101-000000-gpumap"
 

@@ -15,10 +15,10 @@ import time
 import psutil
 import pytest
 
-from tfos_notebook.runtime.diagnose import ExecutorInfo, Snapshot, diagnose
-from tfos_notebook.runtime.finding import BLOCKER, WARNING
-from tfos_notebook.runtime.gpus import GpuProcess, parse_compute_apps, parse_gpu_index
-from tfos_notebook.runtime.orphans import Leftover, kill_attempts_before, scan_host
+from tfos_notebook.runtime.driver.diagnose import ExecutorInfo, Snapshot, diagnose
+from tfos_notebook.runtime.driver.finding import BLOCKER, WARNING
+from tfos_notebook.runtime.wire.gpus import GpuProcess, parse_compute_apps, parse_gpu_index
+from tfos_notebook.runtime.wire.orphans import Leftover, kill_attempts_before, scan_host
 
 INDEX_CSV = "0, GPU-8a1f\n1, GPU-77c2\n"
 APPS_CSV = "GPU-8a1f, 4242, 30512\nGPU-77c2, 5151, 1024\nGPU-77c2, 6161, [N/A]\n"
@@ -126,8 +126,8 @@ def detach_and_wait(args, ctx):
 
 def test_leftover_of_a_run_whose_python_worker_was_killed_is_found_and_killed(standalone):
     from tfos_notebook import Run
-    from tfos_notebook.runtime.events import Log, Registered
-    from tfos_notebook.runtime.orphans import scan_cluster
+    from tfos_notebook.runtime.driver.cleanup import scan_cluster
+    from tfos_notebook.runtime.driver.events import Log, Registered
 
     sc = standalone.sparkContext
     run = Run(sc, detach_and_wait, None, 2, retries=0).start()
@@ -142,7 +142,7 @@ def test_leftover_of_a_run_whose_python_worker_was_killed_is_found_and_killed(st
         run.wait(120)
     assert info.value.role == "worker"
     # the next launch's nodes report it
-    from tfos_notebook.runtime.events import FindingRaised
+    from tfos_notebook.runtime.driver.events import FindingRaised
 
     probe = Run(sc, lambda a, c: None, None, 2).start()
     probe.wait(120)

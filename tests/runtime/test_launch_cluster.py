@@ -11,8 +11,8 @@ from procs import child_processes, eventually
 
 from tfos_notebook import NodeError, PreflightError, Run
 from tfos_notebook.examples.digits import DigitsArgs, train
-from tfos_notebook.runtime import channel
-from tfos_notebook.runtime.events import ClusterReady, GpuAssigned, Registered, TaskState
+from tfos_notebook.runtime.driver.events import ClusterReady, GpuAssigned, Registered, TaskState
+from tfos_notebook.runtime.wire import channel
 
 
 def slow_echo(args, ctx):

@@ -10,7 +10,7 @@ import pytest
 from procs import child_processes, eventually
 
 from tfos_notebook import InputMode, NodeError, PreflightError, Run, RunStopped, TFCluster
-from tfos_notebook.runtime.events import (
+from tfos_notebook.runtime.driver.events import (
     ClusterReady,
     LaunchSubmitted,
     Log,

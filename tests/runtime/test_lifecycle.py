@@ -19,11 +19,8 @@ import types
 import msgpack
 import pytest
 
-from tfos_notebook.runtime import channel
-from tfos_notebook.runtime import messages as m
-from tfos_notebook.runtime.coordinator import Coordinator
-from tfos_notebook.runtime.ctx import installed_versions
-from tfos_notebook.runtime.errors import (
+from tfos_notebook.runtime.driver.coordinator import Coordinator
+from tfos_notebook.runtime.driver.errors import (
     ChannelError,
     ConfigError,
     NodeError,
@@ -32,10 +29,20 @@ from tfos_notebook.runtime.errors import (
     RunStopped,
     SparkJobError,
 )
-from tfos_notebook.runtime.events import EventStream, FindingRaised, RunFinished, RunStateChanged, TaskState
-from tfos_notebook.runtime.launch import Run
-from tfos_notebook.runtime.lifecycle import IllegalTransition, Lifecycle, NodeState, RunState
-from tfos_notebook.runtime.spark import ClusterView, ExecutorInfo, SparkBackend
+from tfos_notebook.runtime.driver.events import (
+    EventStream,
+    FindingRaised,
+    RunFinished,
+    RunStateChanged,
+    TaskState,
+)
+from tfos_notebook.runtime.driver.launch import Run
+from tfos_notebook.runtime.driver.lifecycle import IllegalTransition, Lifecycle, RunState
+from tfos_notebook.runtime.driver.spark import ClusterView, ExecutorInfo, SparkBackend
+from tfos_notebook.runtime.wire import channel
+from tfos_notebook.runtime.wire import messages as m
+from tfos_notebook.runtime.wire.states import NodeState
+from tfos_notebook.runtime.wire.versions import installed_versions
 
 
 class Cancelled(Exception):
@@ -103,7 +110,7 @@ class FakeBackend(SparkBackend):
 
 
 class FakeNode:
-    """One scripted node: registers like ``runtime.node`` does and reports what it is told to."""
+    """One scripted node: registers like ``runtime.node.task`` does and reports what it is told to."""
 
     def __init__(self, plan, task: int) -> None:
         self.plan, self.task = plan, task
@@ -271,7 +278,7 @@ def test_a_lost_node_relaunches_the_run_which_then_finishes():
 @pytest.fixture
 def fast_heartbeats(monkeypatch):
     """Heartbeats scaled down (every 0.2 s; silent for 3 s: lost) so these tests take seconds."""
-    from tfos_notebook.runtime import heartbeat
+    from tfos_notebook.runtime.driver import heartbeat
 
     monkeypatch.setattr(m, "HEARTBEAT_SECS", 0.2)
     monkeypatch.setattr(m, "NODE_SILENT_SECS", 3.0)

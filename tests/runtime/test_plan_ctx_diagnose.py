@@ -7,9 +7,9 @@ import json
 import pytest
 
 from tfos_notebook.runtime import ConfigError, plan_roles
-from tfos_notebook.runtime.ctx import NodeContext, absolute_path, tf_config
-from tfos_notebook.runtime.diagnose import ExecutorInfo, Snapshot, diagnose, slot_wait_finding
-from tfos_notebook.runtime.finding import blockers
+from tfos_notebook.runtime.driver.diagnose import ExecutorInfo, Snapshot, diagnose, slot_wait_finding
+from tfos_notebook.runtime.driver.finding import blockers
+from tfos_notebook.runtime.node.ctx import NodeContext, absolute_path, tf_config
 
 
 def test_roles_are_assigned_ps_then_chief_then_evaluator_then_workers():
@@ -132,7 +132,7 @@ def test_a_launch_that_fits_has_no_findings():
 
 
 def test_event_stream_bounds_logs_and_steps_but_keeps_state_events():
-    from tfos_notebook.runtime.events import EventStream, Log, RunFinished, Step, TaskState
+    from tfos_notebook.runtime.driver.events import EventStream, Log, RunFinished, Step, TaskState
 
     stream = EventStream(max_logs=3, max_steps=4)
     seen = []

@@ -13,7 +13,7 @@ from procs import eventually
 
 from tfos_notebook import Run
 from tfos_notebook.devcluster import StandaloneCluster
-from tfos_notebook.runtime.gpus import gpu_processes
+from tfos_notebook.runtime.wire.gpus import gpu_processes
 
 pytestmark = [pytest.mark.gpu, pytest.mark.cluster]
 

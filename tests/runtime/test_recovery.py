@@ -11,7 +11,7 @@ import psutil
 import pytest
 
 from tfos_notebook import NodeError, Run
-from tfos_notebook.runtime.events import FindingRaised, LaunchSubmitted, Step
+from tfos_notebook.runtime.driver.events import FindingRaised, LaunchSubmitted, Step
 
 PLANNED_STEPS = 40
 
@@ -53,7 +53,7 @@ def test_a_killed_node_is_relaunched_and_resumes_from_the_checkpoint(standalone,
             break
         time.sleep(0.1)
     victims = [p for p in psutil.process_iter(["cmdline"])
-               if "tfos_notebook.runtime.child" in " ".join(p.info["cmdline"] or [])
+               if "tfos_notebook.runtime.node.child" in " ".join(p.info["cmdline"] or [])
                and run.run_id in " ".join(p.info["cmdline"]) and p.info["cmdline"][-1] == "1"]
     assert len(victims) == 1
     os.kill(victims[0].pid, signal.SIGKILL)  # the worker's training process dies

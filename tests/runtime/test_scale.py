@@ -9,7 +9,7 @@ from pathlib import Path
 
 from fuzzing import settles
 
-from tfos_notebook.runtime import channel
+from tfos_notebook.runtime.wire import channel
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 

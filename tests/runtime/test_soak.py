@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 import soak  # noqa: E402
 
-from tfos_notebook.runtime.timeouts import Deadline  # noqa: E402
+from tfos_notebook.runtime.wire.timeouts import Deadline  # noqa: E402
 from tfos_notebook.state import registry  # noqa: E402
 from tfos_notebook.state.files import STATE_DIR_ENV  # noqa: E402
 from tfos_notebook.tensorboard import process  # noqa: E402

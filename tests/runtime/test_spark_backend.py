@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from tfos_notebook.runtime.spark import (
+from tfos_notebook.runtime.driver.spark import (
     ClassicBackend,
     active_backend,
     backend_for,

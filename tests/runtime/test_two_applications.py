@@ -20,7 +20,7 @@ from procs import eventually
 
 from tfos_notebook import PreflightError, ReservationTimeout, Run
 from tfos_notebook.devcluster import StandaloneCluster
-from tfos_notebook.runtime.events import FindingRaised, LaunchSubmitted
+from tfos_notebook.runtime.driver.events import FindingRaised, LaunchSubmitted
 from tfos_notebook.state import registry
 
 pytestmark = pytest.mark.cluster

@@ -7,7 +7,7 @@ import psutil
 from tbhelpers import get_json, scalar_record, version_record, wait_for_scalars
 
 from tfos_notebook import Run, TFCluster
-from tfos_notebook.runtime.events import ClusterReady, Step
+from tfos_notebook.runtime.driver.events import ClusterReady, Step
 from tfos_notebook.tensorboard import attach_tensorboard
 
 

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..cellfn import CellFunction
 from ..errors import ConfigError
-from ..runtime.ctx import NodeContext
-from ..runtime.launch import Run
-from ..runtime.spark import active_backend
+from ..runtime.driver.launch import Run
+from ..runtime.driver.spark import active_backend
+from ..runtime.node.ctx import NodeContext
 from .capture import capture_cell
 from .frontend import OutputTarget, choose_monitor
 from .handle import TrainRun

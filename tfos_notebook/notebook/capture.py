@@ -23,7 +23,7 @@ from typing import Any
 
 from ..cellfn import FUNCTION_NAME, CellFunction, function_module, register_source
 from ..errors import TFOSError
-from ..runtime.errors import NodeError
+from ..runtime.driver.errors import NodeError
 
 MAX_CAPTURE_BYTES = 50 << 20
 SPARK_DRIVER_ONLY = ("SparkContext", "SparkSession", "DataFrame", "RDD", "Column", "StreamingContext")

@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from ..runtime.finding import Finding
-from ..runtime.orphans import Leftover, scan_cluster
+from ..runtime.driver.cleanup import scan_cluster
+from ..runtime.driver.finding import Finding
+from ..runtime.wire.orphans import Leftover
 
 if TYPE_CHECKING:
-    from ..runtime.launch import Run
+    from ..runtime.driver.launch import Run
 
 
 def format_findings(findings: Iterable[Finding]) -> str:

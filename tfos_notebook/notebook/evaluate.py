@@ -38,7 +38,8 @@ from typing import Any
 import psutil
 
 from ..errors import ConfigError, TFOSError
-from ..runtime.ctx import SHARED_STORAGE, tf_keras_installed
+from ..runtime.wire.paths import SHARED_STORAGE
+from ..runtime.wire.versions import tf_keras_installed
 from ..state import registry
 from ..state.files import state_dir
 from ..tensorboard.mirror import UnsafePathError, check_relpath

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..cellfn import CellFunction
 from ..errors import TFOSError
-from ..runtime.events import EventStream, LaunchSubmitted, Log, RunFinished
-from ..runtime.launch import Run
+from ..runtime.driver.events import EventStream, LaunchSubmitted, Log, RunFinished
+from ..runtime.driver.launch import Run
 from . import tracker
 from .capture import cell_error
 from .frontend import OutputTarget

@@ -16,7 +16,7 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from ..errors import ConfigError, TFOSError
-from ..runtime.spark import active_backend
+from ..runtime.driver.spark import active_backend
 from ..state import registry
 from . import api, config, diagnostics, evaluate
 from .evalmonitor import EvaluationMonitor

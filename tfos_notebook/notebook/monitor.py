@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ..runtime.events import Event
+from ..runtime.driver.events import Event
 from .curves import curves_html
 from .panel import DEFAULT_HEIGHT, TensorBoardPanel
 from .view import RunView, TaskRow, format_duration, format_gpus

@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from ..runtime.events import Event, EventStream, RunFinished
+from ..runtime.driver.events import Event, EventStream, RunFinished
 from .frontend import OutputTarget
 
 log = logging.getLogger(__name__)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from ..runtime.spark import active_session
+from ..runtime.driver.spark import active_session
 
 
 def notebook_spark(min_slots: int, say: Callable[[str], None] = print):

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from ..runtime.events import (
+from ..runtime.driver.events import (
     ClusterReady,
     Event,
     FeedPlanned,

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import psutil
 
-from ..runtime.events import (
+from ..runtime.driver.events import (
     Event,
     FindingRaised,
     MlflowRun,
@@ -28,7 +28,7 @@ from ..state import registry
 from ..state.registry import RunRecord
 
 if TYPE_CHECKING:
-    from ..runtime.launch import Run
+    from ..runtime.driver.launch import Run
     from ..tensorboard import TensorBoardHandle
 
 log = logging.getLogger(__name__)

@@ -10,7 +10,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from ..runtime.events import (
+from ..runtime.driver.events import (
     Event,
     FeedPlanned,
     FindingRaised,

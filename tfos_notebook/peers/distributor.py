@@ -17,10 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..runtime.errors import PreflightError
-from ..runtime.finding import Finding
-from ..runtime.launch import ConfigError, Run
-from ..runtime.spark import active_session, backend_for
+from ..runtime.driver.errors import PreflightError
+from ..runtime.driver.finding import Finding
+from ..runtime.driver.launch import ConfigError, Run
+from ..runtime.driver.spark import active_session, backend_for
 
 
 def call_train_fn(train_fn: Callable[..., Any], use_custom_strategy: bool, kwargs: dict[str, Any]) -> Any:

@@ -14,10 +14,10 @@ import time
 from typing import Any
 
 from ..errors import ConfigError
-from ..runtime import preflight
-from ..runtime.feed.data import FeedSummary
-from ..runtime.launch import Run
-from ..runtime.lifecycle import RunState
+from ..runtime.driver import preflight
+from ..runtime.driver.feed.data import FeedSummary
+from ..runtime.driver.launch import Run
+from ..runtime.driver.lifecycle import RunState
 
 
 class InputMode:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ConfigError
-from ..runtime.feed.datafeed import DataFeed
+from ..runtime.node.feed.datafeed import DataFeed
 
 __all__ = ["DataFeed", "export_saved_model", "hdfs_path", "release_port", "start_cluster_server"]
 

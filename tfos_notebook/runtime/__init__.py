@@ -2,7 +2,12 @@
 imported only inside the nodes' processes.
 
 The names below are imported on first use, so that a node's child process, which imports
-``runtime.child``, loads neither pyspark nor the driver's modules.
+``runtime.node.child``, loads neither pyspark nor the driver's modules.
+
+The runtime is split by where its code runs: ``driver/`` in the driver's process (the notebook
+kernel or script), ``node/`` on the executors (each node's barrier task and its child process), and
+``wire/`` what both ends share (the control protocol, the errors both raise, the data feed's framing).
+``node/`` and ``driver/`` import nothing of each other; both import ``wire/``.
 """
 
 from __future__ import annotations
@@ -10,13 +15,14 @@ from __future__ import annotations
 from ..lazy import lazy_exports
 
 _EXPORTS = {
-    **{name: (".ctx", name) for name in ("NodeContext",)},
-    "Finding": (".finding", "Finding"),
-    **{name: (".diagnose", name) for name in ("Snapshot", "diagnose")},
-    **{name: (".launch", name) for name in ("Run",)},
-    **{name: (".roles", name) for name in ("plan_roles",)},
-    **{name: (".lifecycle", name) for name in ("NodeState", "RunState")},
-    **{name: (".errors", name) for name in (
+    **{name: (".node.ctx", name) for name in ("NodeContext",)},
+    "Finding": (".driver.finding", "Finding"),
+    **{name: (".driver.diagnose", name) for name in ("Snapshot", "diagnose")},
+    **{name: (".driver.launch", name) for name in ("Run",)},
+    **{name: (".driver.roles", name) for name in ("plan_roles",)},
+    "NodeState": (".wire.states", "NodeState"),
+    "RunState": (".driver.lifecycle", "RunState"),
+    **{name: (".driver.errors", name) for name in (
         "ConfigError", "FeedError", "FeedTimeout", "LaunchError", "NodeError", "PreflightError",
         "ReservationTimeout", "ResultError", "RunStopped", "SparkJobError", "TFOSError")},
 }

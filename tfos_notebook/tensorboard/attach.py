@@ -8,9 +8,9 @@ import os
 import threading
 from typing import Any
 
-from ..runtime.ctx import is_shared_logdir
-from ..runtime.events import RunFinished, TensorBoardStarted
-from ..runtime.spark import SparkBackend, backend_for
+from ..runtime.driver.events import RunFinished, TensorBoardStarted
+from ..runtime.driver.spark import SparkBackend, backend_for
+from ..runtime.wire.paths import is_shared_logdir
 from . import process
 from .mirror import Mirror
 from .sources import open_source

@@ -25,8 +25,8 @@ import psutil
 
 from ..devcluster import free_port
 from ..errors import TFOSError
-from ..runtime.procs import kill_group
-from ..runtime.timeouts import Deadline
+from ..runtime.wire.procs import kill_group
+from ..runtime.wire.timeouts import Deadline
 from ..state.files import same_process, state_dir, write_json_atomic
 from .urls import local_url
 

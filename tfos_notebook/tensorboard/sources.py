@@ -18,10 +18,10 @@ import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
-from ..runtime.ctx import HADOOP_SCHEMES
-from ..runtime.errors import TFOSError
-from ..runtime.filetail import DEFAULT_MAX_BYTES, Chunk, DirTail
-from ..runtime.spark import backend_for
+from ..runtime.driver.errors import TFOSError
+from ..runtime.driver.spark import backend_for
+from ..runtime.wire.filetail import DEFAULT_MAX_BYTES, Chunk, DirTail
+from ..runtime.wire.paths import HADOOP_SCHEMES
 
 Have = Callable[[str], int]
 

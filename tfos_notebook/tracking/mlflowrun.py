@@ -18,10 +18,11 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from ..runtime.events import (
+from ..runtime.driver.events import (
     Event,
+    EventStream,
     GpuStats,
     LaunchSubmitted,
     MlflowRun,
@@ -35,8 +36,22 @@ from .batch import MAX_ENTITIES, Pending
 from .links import run_url
 from .settings import TrackingConfig
 
-if TYPE_CHECKING:
-    from ..runtime.launch import Run
+
+class TrackedRun(Protocol):
+    """What the tracker reads of a run (``runtime.driver.launch.Run``)."""
+
+    run_id: str
+    name: str
+    roles: list[tuple[str, int]]
+    input_mode: str
+    args: Any
+    events: EventStream
+
+    @property
+    def backend(self) -> Any: ...  # its SparkBackend: ``conf(key)``
+
+    @property
+    def result(self) -> Any: ...  # the chief's return value, once the run ended
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +78,7 @@ class MlflowTracker:
         dropped: metric points left out because MLflow could not keep up (see ``QUEUE_LIMIT``).
     """
 
-    def __init__(self, run: Run, config: TrackingConfig) -> None:
+    def __init__(self, run: TrackedRun, config: TrackingConfig) -> None:
         self.run, self.config = run, config
         self.parent_run_id: str | None = None
         self._parent_experiment: str | None = None

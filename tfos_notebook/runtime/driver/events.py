@@ -1,0 +1,279 @@
+"""The one stream of typed events that carries a run's state to every view.
+
+The runtime publishes these; the monitor widget, the text renderer, the runs registry and the
+benchmarks subscribe. Views never look at the runtime's internals, and the runtime never knows a
+view exists. Every event is a frozen dataclass with the run id and a wall-clock time.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+def _now() -> float:
+    return time.time()
+
+
+@dataclass(frozen=True)
+class Event:
+    run_id: str
+    t: float = field(default_factory=_now, kw_only=True)
+
+
+@dataclass(frozen=True)
+class LaunchSubmitted(Event):
+    """The barrier job was submitted: ``roles`` lists the planned ``role:index`` of each task."""
+
+    num_tasks: int
+    roles: tuple[str, ...]
+    attempt: int = 0
+
+
+@dataclass(frozen=True)
+class Registered(Event):
+    """A node reached the driver and holds its TensorFlow port open."""
+
+    task: int
+    role: str
+    index: int
+    host: str
+    executor_id: str
+    port: int
+    pid: int
+    gpus: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class GpuAssigned(Event):
+    task: int
+    role: str
+    index: int
+    host: str
+    addresses: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class GpuStats(Event):
+    """A node's GPUs as NVML last read them: ``gpus`` holds ``(address, utilization percent,
+    used MiB, total MiB)`` per GPU Spark assigned to it (sent every few seconds)."""
+
+    task: int
+    role: str
+    index: int
+    host: str
+    gpus: tuple[tuple[str, int, int, int], ...]
+
+
+@dataclass(frozen=True)
+class ClusterReady(Event):
+    """Every node registered; the cluster spec was sent to all of them."""
+
+    cluster_spec: dict[str, list[str]]
+
+
+@dataclass(frozen=True)
+class ModelDirUnshared(Event):
+    """The run's model dir is a local path that these ``nodes`` (``worker:1 on host (address)``) do
+    not share with the driver: nothing resumes from it, and the driver cannot evaluate it."""
+
+    model_dir: str
+    nodes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TaskState(Event):
+    """A node changed state: ``running``, ``finished``, ``failed`` or ``stopped``."""
+
+    task: int
+    role: str
+    index: int
+    state: str
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Log(Event):
+    """One line the user's function printed on a node (``stream`` is ``stdout`` or ``stderr``)."""
+
+    task: int
+    role: str
+    index: int
+    stream: str
+    line: str
+
+
+@dataclass(frozen=True)
+class Step(Event):
+    """Training progress reported by a node (``ctx.report`` or the Keras callback)."""
+
+    task: int
+    role: str
+    index: int
+    step: int
+    metrics: dict[str, float]
+
+
+@dataclass(frozen=True)
+class FindingRaised(Event):
+    """A diagnosis of why a launch cannot proceed, or of something that needs attention."""
+
+    finding: Any  # runtime.driver.finding.Finding
+
+
+@dataclass(frozen=True)
+class RunStateChanged(Event):
+    """The run moved to ``state`` (a ``lifecycle.RunState`` value) during ``attempt``; ``error`` is
+    the run's error once it is failing or failed."""
+
+    state: str
+    error: str = ""
+    attempt: int = 0
+
+
+@dataclass(frozen=True)
+class RunFinished(RunStateChanged):
+    """The run ended: ``state`` is ``finished``, ``failed`` or ``stopped``."""
+
+
+@dataclass(frozen=True)
+class FeedProgress(Event):
+    """Rows a training node received from Spark and consumed so far (InputMode.SPARK)."""
+
+    task: int
+    role: str
+    index: int
+    received: int
+    consumed: int
+    buffered_bytes: int
+    terminated: bool = False
+
+
+@dataclass(frozen=True)
+class FeedPlanned(Event):
+    """How Spark data reaches the nodes (InputMode.SPARK): ``path`` is ``in-stage`` (each node's own
+    task feeds it) or ``network`` (separate Spark tasks feed the nodes over the network)."""
+
+    path: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class EpochFed(Event):
+    """Spark fed one epoch of data to the nodes (InputMode.SPARK)."""
+
+    epoch: int
+    epochs: int
+    rows: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class ModelExported(Event):
+    """The chief exported the trained model (``ctx.export``) to ``path``, saved by ``keras``
+    (``tf_keras`` or ``keras``, the Keras that loads it back)."""
+
+    task: int
+    role: str
+    index: int
+    path: str
+    keras: str
+
+
+@dataclass(frozen=True)
+class TensorBoardStarted(Event):
+    """A TensorBoard of the run answers at ``url`` (``tensorboard.attach_tensorboard``)."""
+
+    url: str
+
+
+@dataclass(frozen=True)
+class MlflowRun(Event):
+    """The run's MLflow run (``Run(..., mlflow=...)``): ``mlflow_run_id`` in experiment
+    ``experiment_id`` of the tracking store ``tracking_uri`` (``url``: its page, empty for a store
+    no UI serves). Published when it is created, at its first problem (``error``: what was not
+    logged, or why it could not be created), and once ``complete`` (status set, model logged, or
+    given up)."""
+
+    mlflow_run_id: str = ""
+    experiment_id: str = ""
+    tracking_uri: str = ""
+    url: str = ""
+    error: str = ""
+    complete: bool = False
+
+
+def _deliver(callback: Callable[[Event], None], event: Event) -> None:
+    try:
+        callback(event)
+    except Exception:  # a broken view must not break the run
+        log.warning("an event subscriber (%r) failed on %s", callback, type(event).__name__, exc_info=True)
+
+
+class EventStream:
+    """A thread-safe, replayable stream of events with subscribers.
+
+    State events are all kept; log lines and steps are kept up to ``max_logs`` / ``max_steps``
+    (the oldest dropped), so a chatty run cannot grow the driver's memory without bound.
+    Subscribers see every event as it is published; they are called on the publishing thread and
+    must be quick; an exception in one is logged and cannot break the run.
+    """
+
+    def __init__(self, max_logs: int = 5000, max_steps: int = 10000) -> None:
+        self._lock = threading.Lock()
+        self._events: list[Event] = []
+        self._logs: deque[Log] = deque(maxlen=max_logs)
+        self._steps: deque[Step] = deque(maxlen=max_steps)
+        self._subscribers: list[Callable[[Event], None]] = []
+        self._changed = threading.Condition(self._lock)
+
+    def publish(self, event: Event) -> None:
+        with self._lock:
+            if isinstance(event, Log):
+                self._logs.append(event)
+            elif isinstance(event, Step):
+                self._steps.append(event)
+            else:
+                self._events.append(event)
+            subscribers = list(self._subscribers)
+            self._changed.notify_all()
+        for callback in subscribers:
+            _deliver(callback, event)
+
+    def subscribe(self, callback: Callable[[Event], None], replay: bool = True) -> Callable[[], None]:
+        """Call ``callback`` for every event (first the past ones when ``replay``); returns an
+        unsubscribe function."""
+        with self._lock:
+            past = sorted([*self._events, *self._logs, *self._steps], key=lambda e: e.t) if replay else []
+            self._subscribers.append(callback)
+        for event in past:
+            _deliver(callback, event)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                if callback in self._subscribers:
+                    self._subscribers.remove(callback)
+
+        return unsubscribe
+
+    def events(self, kind: type | None = None) -> list[Event]:
+        """All kept events (logs and steps merged in time order), optionally only those of one type."""
+        with self._lock:
+            if kind is Log:
+                return list(self._logs)
+            if kind is Step:
+                return list(self._steps)
+            merged = sorted([*self._events, *self._logs, *self._steps], key=lambda e: e.t)
+        return [e for e in merged if kind is None or isinstance(e, kind)]
+
+    def wait_for(self, predicate: Callable[[list[Event]], bool], timeout: float | None = None) -> bool:
+        """Block until ``predicate(state events)`` (neither logs nor steps) is true or ``timeout`` passes."""
+        with self._changed:
+            return self._changed.wait_for(lambda: predicate(self._events), timeout)

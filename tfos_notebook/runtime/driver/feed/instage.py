@@ -1,0 +1,183 @@
+"""In-stage feeding: the data is fed inside the gang's own barrier stage.
+
+When the data is known as the nodes start (``Run.start(data=...)``, ``%%tfos_train --data``, a
+TensorFlowOnSpark program on a cluster with no spare slot), the driver spreads it over one
+partition per node: a training node's partition holds its share of the rows, a ps or evaluator
+node's partition is empty. The barrier stage runs over that data, so each node's own task holds
+its partition and streams it to its TensorFlow process on the same host (the node's data feed,
+over loopback). No extra task slot is needed, which is what a cluster with exactly one slot per
+node, or one where every task needs a GPU, requires; and the data stays where Spark computed it.
+
+Epochs: the first pass reads the partition from Spark and, when there are more epochs, writes it
+to a node-local Arrow spill file as it goes; later passes replay the spill (deleted at the end),
+so Spark computes the data once per attempt. Each pass is one epoch of ``ctx.dataset`` /
+``DataFeed``; after the last, the feed ends (``should_stop()``).
+
+Inference: the node's task sends its rows and reads the predictions back on the same connection;
+they leave the barrier stage as the task's output (Arrow IPC bytes per batch for a DataFrame, one
+value per row for an RDD) and reach the driver, which makes them a DataFrame / RDD again.
+
+This module is the driver's side; ``node/feed/instage_task`` is what each barrier task does, and
+``wire/feed/stage`` what they share.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from ...wire.feed.stage import FEED_KEY, OUTPUT_DDL, InStage
+from ...wire.plan import FOREGROUND_ROLES
+from ..errors import FeedError
+
+if TYPE_CHECKING:
+    from ...wire.plan import NodePlan
+
+HASH_SEED = 42  # Spark's seed for hash partitioning (Murmur3Hash in HashPartitioning)
+
+
+def _murmur3_int(value: int, seed: int = HASH_SEED) -> int:
+    """Spark's ``Murmur3_x86_32.hashInt`` (what ``hash(col)`` and hash partitioning compute)."""
+    mask = 0xFFFFFFFF
+
+    def rotl(x: int, r: int) -> int:
+        return ((x << r) | (x >> (32 - r))) & mask
+
+    k1 = (value & mask) * 0xCC9E2D51 & mask
+    k1 = rotl(k1, 15) * 0x1B873593 & mask
+    h1 = rotl(seed ^ k1, 13)
+    h1 = (h1 * 5 + 0xE6546B64) & mask
+    h1 ^= 4
+    h1 ^= h1 >> 16
+    h1 = h1 * 0x85EBCA6B & mask
+    h1 ^= h1 >> 13
+    h1 = h1 * 0xC2B2AE35 & mask
+    h1 ^= h1 >> 16
+    return h1 - (1 << 32) if h1 & 0x80000000 else h1
+
+
+def partition_keys(num_tasks: int, tasks: list[int]) -> list[int]:
+    """For each task in ``tasks``, an int key that ``repartition(num_tasks, key)`` sends to exactly
+    that task's partition (hash partitioning: ``pmod(murmur3(key), num_tasks)``)."""
+    keys: dict[int, int] = {}
+    value = 0
+    while len(keys) < len(set(tasks)):
+        part = _murmur3_int(value) % num_tasks  # Python's % is pmod for a positive divisor
+        if part in tasks and part not in keys:
+            keys[part] = value
+        value += 1
+    return [keys[t] for t in tasks]
+
+
+def spread(data: Any, roles: list[tuple[str, int]]) -> Any:
+    """``data`` repartitioned into one partition per node, the rows dealt round-robin to the
+    training nodes (chief, workers) and none to ps / evaluator nodes.
+
+    A DataFrame keeps its columns plus ``FEED_KEY`` (the node tasks drop it); an RDD keeps its rows."""
+    from pyspark import RDD
+
+    n = len(roles)
+    trainers = [t for t, (role, _) in enumerate(roles) if role in FOREGROUND_ROLES]
+    if isinstance(data, RDD):
+        return data.mapPartitionsWithIndex(_Deal(trainers)).partitionBy(n, _identity).values()
+    from pyspark.sql import functions as F
+
+    keys = F.array(*[F.lit(k) for k in partition_keys(n, trainers)])
+    deal = F.element_at(keys, (F.monotonically_increasing_id() % len(trainers)).cast("int") + 1)
+    return data.withColumn(FEED_KEY, deal).repartition(n, FEED_KEY)
+
+
+def _identity(key: int) -> int:
+    return key
+
+
+@dataclass(frozen=True)
+class _Deal:
+    """Gives an RDD's rows round-robin to the training tasks (as ``(task, row)`` pairs)."""
+
+    trainers: list[int]
+
+    def __call__(self, index: int, rows: Iterator) -> Iterator[tuple[int, Any]]:
+        k = len(self.trainers)
+        for i, row in enumerate(rows):
+            yield self.trainers[(index + i) % k], row
+
+
+def instage_for(data: Any, mode: str, epochs: int, timeout: float, keep: list[str] | None = None) -> InStage:
+    """The nodes' half of feeding ``data`` in-stage (reads one row on the driver for the sample)."""
+    from .data import DataSample
+
+    if epochs < 1:
+        raise FeedError(f"epochs must be at least 1, got {epochs}")
+    sample = DataSample.of(data)
+    return InStage(mode=mode, kind=sample.kind, epochs=epochs, sample=sample.sample_bytes(),
+                   rdd_schema=sample.rdd_schema, keep=tuple(keep or ()), timeout=timeout)
+
+
+def collect_outputs(kind: str, outputs: list) -> tuple[list[dict], list]:
+    """The barrier stage's outputs as ``(summaries, predictions)``: a DataFrame's are ``OUTPUT_DDL``
+    rows (a JSON summary, or an Arrow IPC stream of predictions), an RDD's are Python objects
+    (summary dicts, or one prediction per row)."""
+    summaries: list[dict] = []
+    predictions: list = []
+    for out in outputs:
+        if kind == "df":
+            payload = bytes(out["payload"])
+            if payload.startswith(b"{"):
+                summaries.append(json.loads(payload))
+            else:
+                predictions.extend(pa.ipc.open_stream(pa.py_buffer(payload)))
+        elif isinstance(out, dict) and out.get("_tfos_summary"):
+            summaries.append(out)
+        else:
+            predictions.append(out)
+    return summaries, predictions
+
+
+class InStageFeed:
+    """The driver's side of feeding ``data`` in-stage to a run's nodes: the spread data the barrier
+    stage runs over, the nodes' part (``spec``), and what the stage returned."""
+
+    def __init__(self, data: Any, roles: list[tuple[str, int]], mode: str = "train", epochs: int = 1,
+                 timeout: float = 600.0, keep: list[str] | None = None) -> None:
+        from pyspark import RDD
+
+        if mode not in ("train", "infer"):
+            raise FeedError(f"mode must be 'train' or 'infer', got {mode!r}")
+        if isinstance(data, RDD) and keep:
+            raise FeedError("keep= names DataFrame columns; an RDD's predictions come one per row")
+        self.data, self.roles = data, roles
+        self.spec = instage_for(data, mode, epochs, timeout, keep)
+        self.spread = spread(data, roles)
+        self.summaries: list[dict] = []
+        self.batches: list = []
+
+    def describe(self) -> str:
+        what = f"{self.spec.epochs} epoch(s)" if self.spec.mode == "train" else "inference"
+        return (f"in-stage: each node's own task feeds it its partition ({what}; no extra task slot, "
+                "later epochs replayed from a node-local spill)")
+
+    def run_stage(self, backend, plan: NodePlan) -> None:
+        """The barrier stage over the spread data (the body of each attempt's Spark job)."""
+        outputs = backend.barrier_over(self.spread, plan.fed, OUTPUT_DDL)
+        self.summaries, self.batches = collect_outputs(self.spec.kind, outputs)
+
+    def rows_per_node(self) -> dict[str, int]:
+        names = {t: f"{r}:{i}" for t, (r, i) in enumerate(self.roles)}
+        return {names[s["task"]]: sum(s["rows_per_epoch"]) for s in self.summaries}
+
+    def epochs_fed(self) -> int:
+        return min((len(s["rows_per_epoch"]) for s in self.summaries), default=0)
+
+    def predictions(self) -> Any:
+        """The nodes' predictions as a DataFrame (kept columns, then predictions) or an RDD (one
+        value per row)."""
+        if self.spec.kind == "rdd":
+            return self.data.context.parallelize(self.batches, max(1, self.data.getNumPartitions()))
+        if not self.batches:
+            raise FeedError("the nodes returned no predictions: the DataFrame is empty")
+        return self.data.sparkSession.createDataFrame(pa.Table.from_batches(self.batches))

@@ -1,0 +1,280 @@
+"""Driver side of a run: its lifecycle from pre-flight to outcome, one Spark barrier job per
+attempt, and the feed facade.
+
+``Run(sc, main_fun, args, num_nodes, ...).start()`` returns at once (after a sub-second
+pre-flight) with the barrier job running under a tag of its own; the caller waits, polls the event
+stream, or stops it. The run's state changes only through its :class:`~.lifecycle.Lifecycle`;
+the nodes' messages are handled by a :class:`~.coordinator.Coordinator` per attempt; Spark is
+reached only through the run's :class:`~.spark.backend.SparkBackend`. Nothing here calls
+``sc.stop()`` or ``sys.exit()``: every failure ends this run only, and the Spark session stays
+usable. The run's state, results and waits are in ``outcome.py``, its feeding in ``feed/api.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+from typing import Any
+
+from ...tracking.settings import resolve as resolve_tracking
+from ..wire import channel
+from ..wire import messages as m
+from ..wire.plan import NodePlan
+from . import storage
+from .errors import ConfigError, PreflightError, RunStopped
+from .events import EventStream, FeedPlanned
+from .feed.api import SparkFeeding
+from .finding import blockers
+from .lifecycle import Lifecycle, RunState
+from .outcome import RunOutcome
+from .roles import plan_roles
+from .spark import backend_for
+from .storage import resolve_on_driver, run_log_dir
+from .supervised import FileSink
+from .supervisor import Supervisor
+from .watch import LiveDiagnosis
+
+QUERY_GRACE_SECS = 300.0  # a failed run's control server answers its inference tasks this long (see release)
+
+
+class Run(SparkFeeding, RunOutcome):
+    """One launch of ``main_fun`` on a gang of Spark barrier tasks.
+
+    Args:
+        sc: the SparkContext or SparkSession (the user's; never stopped here).
+        main_fun: ``main_fun(args, ctx)``, run on every node in a child process.
+        args: passed to ``main_fun`` unchanged (must pickle).
+        num_nodes: barrier tasks, one per node, ps and evaluator included.
+        num_ps: parameter servers; master_node: ``"chief"`` (default), ``"master"`` or None;
+        eval_node: add one evaluator.
+        log_dir: where runs keep their events; this run writes to ``<log_dir>/<run_id>`` (its
+            ``log_dir`` attribute), so runs never mix. A URI (``hdfs://``, ``dbfs:/``, ``s3a://``...)
+            or ``/dbfs/`` path is shared storage: each node writes to
+            ``<run's log_dir>/<role>_<index>`` there. Any other path, ``file://`` URIs included (or
+            None: a temporary directory), is on each node's own disk, and the nodes ship what they
+            write there to the driver (see ``set_file_sink``). ``ctx.log_dir`` is the node's own
+            subdirectory. A relative path is made absolute against the driver's working directory.
+        model_dir: handed to the nodes as ``ctx.model_dir`` (a relative path made absolute against
+            the driver's working directory). A local path is probed: unless every node sees the
+            driver's files there, a ``model_dir_not_shared`` finding says so, nothing resumes from
+            it after a relaunch (``ctx.model_dir_shared``), and the driver cannot evaluate it.
+        reservation_timeout: seconds for the cluster to have a free task slot for every node (the
+            run waits for them before it submits its job, with a ``waiting_for_slots`` finding
+            naming what holds them) and every node to register, before the run fails with findings.
+        gpus_per_node: GPUs each node needs from Spark's task resources (0: CPU only, or whatever
+            ``spark.task.resource.gpu.amount`` gives).
+        env: extra environment variables for the nodes' processes.
+        legacy_keras: set TF_USE_LEGACY_KERAS=1 on the nodes (None: when tf-keras is installed there).
+        name: a label for views; defaults to the run id.
+        preflight_wait: ``TFCluster.run`` only: seconds it waits for executors that are still
+            starting before it decides whether a slot is free for feeding beside the nodes
+            (:meth:`start` never waits for executors: the run does, in the background).
+        retries: how many times a run whose node was lost (its process killed, its executor or
+            Python worker gone) is relaunched; nodes resume from the latest checkpoint in
+            ``model_dir`` through ``ctx.restore()`` or ``ctx.callbacks()``. An exception raised by
+            the user's function is not retried: it would fail the same way again.
+        input_mode: ``"tensorflow"`` (the function reads its own data) or ``"spark"``: each chief and
+            worker serves a data feed that :meth:`train` and :meth:`inference` fill from Spark.
+        feed_buffer_mb: with ``input_mode="spark"``, fed data a node holds before Spark has to wait.
+        mlflow: log the run as one MLflow run from the driver (``tfos_notebook.tracking``): True
+            (the current experiment, or, inside an active MLflow run, as its child), an
+            experiment's name, False (not logged), or None: as the ``TFOS_MLFLOW`` environment
+            variable says (``on``, ``off``, or ``auto``, the default: logged on Databricks, where
+            MLflow autologging is the platform's default). ``tracking`` is the logger once started.
+    """
+
+    def __init__(self, sc, main_fun, args: Any, num_nodes: int, *, num_ps: int = 0,
+                 master_node: str | None = "chief", eval_node: bool = False, log_dir: str | None = None,
+                 model_dir: str | None = None, reservation_timeout: float = 600.0, gpus_per_node: int = 0,
+                 env: dict[str, str] | None = None, legacy_keras: bool | None = None, name: str | None = None,
+                 preflight_wait: float = 30.0, stop_grace_secs: float = 5.0, retries: int = 2,
+                 input_mode: str = "tensorflow", feed_buffer_mb: float = 64,
+                 mlflow: bool | str | None = None) -> None:
+        if not callable(main_fun):
+            raise ConfigError(f"main_fun must be a function taking (args, ctx), got {type(main_fun).__name__}")
+        self.roles = plan_roles(num_nodes, num_ps, master_node, eval_node)
+        if input_mode not in ("tensorflow", "spark"):
+            raise ConfigError(f"input_mode must be 'tensorflow' or 'spark', got {input_mode!r}")
+        self.backend = backend_for(sc)
+        self.tracking_config = resolve_tracking(mlflow, self.backend.conf)
+        self.tracking: Any = None  # tracking.MlflowTracker, once a tracked run started
+        self.main_fun, self.args = main_fun, args
+        self.input_mode = input_mode
+        self.feed_buffer_bytes = int(feed_buffer_mb * (1 << 20)) if input_mode == "spark" else 0
+        self.run_id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
+        self.name = name or self.run_id
+        self.log_dir = run_log_dir(resolve_on_driver(log_dir), self.run_id)
+        self.model_dir = resolve_on_driver(model_dir)
+        self._model_dir_probe: str | None = None
+        self.reservation_timeout = reservation_timeout
+        self.gpus_per_node = gpus_per_node
+        self.env = dict(env or {})
+        self.legacy_keras = legacy_keras
+        self.preflight_wait = preflight_wait
+        self.stop_grace_secs = stop_grace_secs
+        self.background_grace_secs = 0.0
+        self.retries = retries
+        self.stall_secs = 3.0  # no registration for this long -> diagnose and show findings
+        self.events = EventStream()
+        self.lifecycle = Lifecycle(self.run_id, self.events)
+        self._lock = self.lifecycle.lock
+        self.diagnosis = LiveDiagnosis(self.run_id, self.backend, self.events, self.roles, gpus_per_node)
+        self._supervisor = Supervisor(self)
+        self._file_sink: FileSink | None = None
+        self._secret = b""
+        self._default_fs = ""
+        self._server: channel.ControlServer | None = None
+        self._server_closer: threading.Timer | None = None
+        self.started_at: float | None = None
+        self.feeder = None
+        self.instage = None  # feed.instage.InStageFeed, when start() was given data
+        if input_mode == "spark":
+            from .feed.feeder import Feeder
+
+            self.feeder = Feeder(self)
+
+    # -- start ---------------------------------------------------------------------------------
+    def start(self, data: Any = None, epochs: int = 1, *, predict: bool = False, keep: list[str] | None = None,
+              feed_timeout: float = 600.0) -> Run:
+        """Pre-flight, then submit the barrier job in the background and return (at once: a run
+        whose slots are not free yet, held by other jobs or applications or executors still to
+        come, waits for them in the background, see ``reservation_timeout``).
+
+        Args:
+            data: a DataFrame or RDD to feed the nodes *in-stage* (``input_mode="spark"``): the
+                barrier stage runs over ``data`` spread into one partition per node, and each
+                training node's own task streams its share to it; no task slot beyond the nodes'
+                is needed (see ``feed/instage.py``). Without it, feed later with :meth:`train`.
+            epochs: passes over ``data`` (each pass is one epoch of ``ctx.dataset``/``DataFeed``).
+            predict: the nodes answer with predictions (``ctx.predict``) rather than train; they
+                come back from :meth:`predictions`. keep: DataFrame columns kept beside them.
+            feed_timeout: seconds a node may take no data before its task gives up.
+
+        Raises:
+            ConfigError: the run was started (or stopped) before (a run starts once), or ``data``
+                was given to a run whose input mode is not ``spark``.
+            PreflightError: the cluster cannot run the nodes (findings say why and what to do).
+            FeedError: ``data`` cannot be fed (not a DataFrame or RDD, ``keep`` on an RDD...).
+        """
+        with self._lock:
+            if self.state is not RunState.NEW:
+                raise ConfigError(f"run {self.name} was already started (it is {self.state}): a run starts once; "
+                                  "create a new one to launch again")
+        if data is not None:
+            if self.input_mode != "spark":
+                raise ConfigError(f"run {self.name} reads its own data (input_mode={self.input_mode!r}): feeding "
+                                  "data needs Run(..., input_mode='spark')")
+            from .feed.instage import InStageFeed
+
+            self.instage = InStageFeed(data, self.roles, "infer" if predict else "train", epochs, feed_timeout, keep)
+        with self._lock:
+            self.started_at = time.monotonic()
+            self.lifecycle.transition(RunState.RESERVING)
+        if self.instage is not None:
+            self.events.publish(FeedPlanned(self.run_id, path="in-stage", detail=self.instage.describe()))
+        try:
+            findings = self.diagnosis.preflight()
+            self.diagnosis.publish(findings)
+            if blockers(findings):
+                raise PreflightError(f"cannot launch {len(self.roles)} nodes:", blockers(findings))
+            self.backend.check_reachable()
+            self._default_fs = self.backend.default_fs()
+            self._secret = channel.new_secret()
+            self._server = channel.ControlServer(self.backend.driver_host(), self._secret, self._on_message,
+                                                 self._on_close)
+            self._model_dir_probe = storage.write_probe(self.model_dir, self.run_id)
+        except BaseException as e:
+            self._end_before_launch(e)
+            raise
+        with self._lock:
+            if self.state is RunState.STOPPING:  # stopped during pre-flight
+                self._end_before_launch(RunStopped(f"run {self.name} was stopped"))
+                return self
+            if self.tracking_config is not None:
+                from ...tracking.mlflowrun import MlflowTracker
+
+                self.tracking = MlflowTracker(self, self.tracking_config).start()
+            self._supervisor.start()
+        return self
+
+    def _end_before_launch(self, error: BaseException) -> None:
+        self.release()
+        with self._lock:
+            final = RunState.STOPPED if self.state is RunState.STOPPING else RunState.FAILED
+            self.lifecycle.try_transition(final, error)
+
+    def release(self) -> None:
+        """What the run holds on the driver once it ends: its control server, its model dir probe.
+
+        After inference data sets were handed out (``inference``), Spark may evaluate them after the
+        run failed, and their tasks ask the control server why a node's feed is gone: it then stays
+        up, answering only such questions, until ``end_feed``/``shutdown`` or ``QUERY_GRACE_SECS``."""
+        storage.remove_probe(self._model_dir_probe)
+        if self._server is None:
+            return
+        feeder = self.feeder
+        if feeder is not None and feeder.handed_out and not feeder.ended and self.error is not None:
+            if self._server_closer is None:
+                self._server_closer = threading.Timer(QUERY_GRACE_SECS, self._server.close)
+                self._server_closer.daemon = True
+                self._server_closer.start()
+            return
+        if self._server_closer is not None:
+            self._server_closer.cancel()
+        self._server.close()
+
+    @property
+    def control_address(self) -> tuple[str, int] | None:
+        """Where the run's control server listens (None before ``start``)."""
+        return self._server.address if self._server is not None else None
+
+    def plan(self, attempt: int) -> NodePlan:
+        """What every node of ``attempt`` needs (shipped in the barrier tasks' closure)."""
+        return NodePlan(
+            run_id=self.run_id, server_host=self._server.host, server_port=self._server.port,
+            secret=self._secret, main_fun=self.main_fun, args=self.args, roles=self.roles, attempt=attempt,
+            default_fs=self._default_fs, working_dir=os.getcwd(), model_dir=self.model_dir,
+            model_dir_probe=self._model_dir_probe, log_dir=self.log_dir,
+            env=self.env, legacy_keras=self.legacy_keras, stop_grace_secs=self.stop_grace_secs,
+            feed_buffer_bytes=self.feed_buffer_bytes, instage=self.instage.spec if self.instage else None,
+        )
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop the run: nodes kill their processes, the attempt's job is cancelled if it lingers.
+        Returns when the run has ended (at once for a run that never started, which then cannot
+        start). Raises ``TimeoutError`` if it has not ended within ``timeout`` seconds."""
+        with self._lock:
+            if self.state is RunState.NEW:
+                self.lifecycle.transition(RunState.STOPPED, RunStopped(f"run {self.name} was stopped before it started"))
+                return
+        self._supervisor.request_stop()
+        if not self.lifecycle.done.wait(timeout):
+            raise TimeoutError(f"run {self.name} did not stop within {timeout:.0f}s")
+        self._supervisor.join()
+
+    # -- control channel -----------------------------------------------------------------------
+    def _on_message(self, conn: channel.Connection, raw: dict) -> None:
+        self._supervisor.coord.handle(conn, m.decode(raw))
+
+    def _on_close(self, conn: channel.Connection) -> None:
+        self._supervisor.coord.closed(conn)
+
+    @property
+    def file_sink(self) -> FileSink | None:
+        """The current receiver of shipped event-file bytes (see ``set_file_sink``)."""
+        return self._file_sink
+
+    def set_file_sink(self, sink: FileSink | None) -> None:
+        """Receive the event-file bytes that nodes ship from node-local log directories.
+
+        ``sink(node_dir, chunks)`` is called on a connection thread with the node's subdirectory
+        name (``chief_0``...) and a list of ``Chunk(relpath, offset, data)``; it returns
+        ``{relpath: offset}`` for files whose bytes before ``offset`` it lacks, which that node then
+        sends again. Setting a sink mid-run asks every node to resend its files from the start (a
+        sink keeps only the bytes it lacks). Without a sink, shipped bytes are dropped.
+        """
+        self._file_sink = sink
+        if sink is not None:
+            self._supervisor.coord.broadcast(m.FilesResend())

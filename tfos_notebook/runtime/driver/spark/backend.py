@@ -1,0 +1,248 @@
+"""The one seam between tfos_notebook and Spark.
+
+Everything the package needs from Spark goes through a :class:`SparkBackend`: the cluster's
+executors and slots, configuration, running a job under a tag of its own and cancelling it, a
+barrier gang of tasks, and the cluster's Hadoop filesystems. Nothing else in the package touches a
+SparkContext, a SparkSession's internals or the JVM.
+
+:class:`~tfos_notebook.runtime.driver.spark.classic.ClassicBackend` implements it on a SparkContext (the
+JVM status store gives executors and slots exactly). A Spark Connect session has no SparkContext,
+RDD or JVM: its implementation runs the gang as a barrier ``mapInArrow`` job under a session tag
+(``addTag`` / ``interruptTag``), and answers slots from the session's conf and a probe job,
+marking such figures as estimates (``ClusterView.exact``).
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+
+#: A barrier task's body: ``fn(partition_id, gpu_addresses) -> dict`` (one small, msgpack-able
+#: summary per task, collected by the driver).
+BarrierFn = Callable[[int, list[str]], dict]
+#: A barrier task's body over data: ``fn(partition_id, gpu_addresses, items)`` where ``items`` is
+#: the task's partition (Arrow record batches of a DataFrame, rows of an RDD); what it yields is the
+#: task's output (record batches of the output schema for a DataFrame, objects for an RDD).
+DataBarrierFn = Callable[[int, list[str], Iterator], Iterable]
+
+
+@dataclass(frozen=True)
+class ExecutorInfo:
+    """One executor: its id, host, cores and the GPU addresses Spark gave it."""
+
+    executor_id: str
+    host: str
+    cores: int = 0
+    gpus: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    """What the cluster looks like now, for pre-flight and diagnosis.
+
+    ``busy_slots`` / ``other_jobs`` count running tasks of jobs other than the caller's own tag;
+    ``expected_executors`` is how many executors the application asked for (None: unknown);
+    ``exact`` is False where figures are estimates (no status store to read)."""
+
+    executors: tuple[ExecutorInfo, ...]
+    total_slots: int
+    busy_slots: int = 0
+    other_jobs: tuple[str, ...] = ()
+    expected_executors: int | None = None
+    exact: bool = True
+
+    @property
+    def free_slots(self) -> int:
+        """Slots no other job of this application holds now (a barrier gang needs all its own at once)."""
+        return max(0, self.total_slots - self.busy_slots)
+
+
+class HadoopFileSystem(ABC):
+    """A directory tree on a Hadoop filesystem (``hdfs://``, ``dbfs:/``, ``s3a://``...) read with the
+    cluster's own configuration and credentials."""
+
+    @abstractmethod
+    def list_sizes(self) -> dict[str, int]:
+        """``{relative path: size}`` of every file below the root (checksum side files excluded)."""
+
+    @abstractmethod
+    def read(self, relpath: str, offset: int, length: int) -> bytes:
+        """Up to ``length`` bytes of ``relpath`` from ``offset``."""
+
+
+class SparkJob(Generic[T]):
+    """A Spark job running on a background thread under a tag of its own, so that it can be
+    cancelled without touching the caller's other jobs. Made by :meth:`SparkBackend.submit`."""
+
+    def __init__(self, backend: SparkBackend, tag: str, description: str, body: Callable[[], T]) -> None:
+        self.backend, self.tag, self.description = backend, tag, description
+        self._body = body
+        self._result: T | None = None
+        self.error: BaseException | None = None
+        self._thread = backend.job_thread(self._run, name=f"tfos-job-{tag}")
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.backend.set_tag(self.tag, self.description)
+            self._result = self._body()
+        except BaseException as e:  # Py4JJavaError, SparkConnectException...: the caller summarises
+            self.error = e
+        finally:
+            self.backend.clear_tag(self.tag)
+
+    @property
+    def done(self) -> bool:
+        return not self._thread.is_alive()
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait up to ``timeout`` seconds; whether the job has ended."""
+        self._thread.join(timeout)
+        return self.done
+
+    def cancel(self) -> None:
+        """Cancel the job's tasks (interrupting them); the job then ends with an error."""
+        if not self.done:
+            self.backend.cancel(self.tag)
+
+    def result(self) -> T:
+        """The body's return value once ended; raises the job's error."""
+        if not self.done:
+            raise RuntimeError(f"Spark job {self.tag} is still running")
+        if self.error is not None:
+            raise self.error
+        return self._result  # type: ignore[return-value]
+
+
+class SparkBackend(ABC):
+    """Spark, as tfos_notebook uses it. One instance per SparkContext / session."""
+
+    #: ``"classic"`` or ``"connect"``.
+    kind: str = ""
+
+    # -- configuration -----------------------------------------------------------------------
+    @property
+    @abstractmethod
+    def master(self) -> str:
+        """``spark.master`` (``local[4]``, ``spark://...``, ``yarn``...)."""
+
+    @abstractmethod
+    def conf(self, key: str, default: str | None = None) -> str | None:
+        """A Spark conf value as the application sees it, or ``default``."""
+
+    def driver_host(self) -> str:
+        """The driver address executors reach (where the control server binds)."""
+        return self.conf("spark.driver.host") or "127.0.0.1"
+
+    def driver_gpus(self) -> list[str]:
+        """GPU addresses Spark's resources give the driver process itself (none where this process
+        is not the driver, as with a Spark Connect client)."""
+        return []
+
+    @abstractmethod
+    def default_fs(self) -> str:
+        """Hadoop's ``fs.defaultFS`` (``file:///`` when unknown): ``ctx.defaultFS`` on the nodes."""
+
+    # -- the cluster -------------------------------------------------------------------------
+    @abstractmethod
+    def cluster(self, own_tag: str | None = None) -> ClusterView:
+        """Executors, slots and other jobs now; tasks of ``own_tag``'s jobs are not "other jobs"."""
+
+    def slot_holders(self) -> tuple[str, ...]:
+        """What holds the cluster's cores outside this application, one line each, as the cluster
+        manager tells: a standalone master's JSON (at ``spark.master.ui.port``) lists the other
+        applications and their cores. Empty where it cannot tell (other cluster managers, the UI
+        off or unreachable). Best effort, and up to a second: call it only while a launch waits."""
+        from .standalone import DEFAULT_UI_PORT, master_state, other_applications
+
+        state = master_state(self.master, int(self.conf("spark.master.ui.port") or DEFAULT_UI_PORT))
+        return () if state is None else other_applications(state, self.conf("spark.app.id") or "")
+
+    def check_reachable(self) -> None:
+        """Raise a ``TFOSError`` saying what to do when the executors cannot open connections to
+        :meth:`driver_host` (nothing to check where the driver runs in this process)."""
+        return None
+
+    @abstractmethod
+    def task_errors(self, tag: str) -> tuple[str, ...]:
+        """Error messages of failed task attempts in the jobs run under ``tag`` (best effort)."""
+
+    # -- jobs --------------------------------------------------------------------------------
+    def job_thread(self, target: Callable[[], None], name: str) -> threading.Thread:
+        """A thread that carries the calling thread's Spark properties (local properties, tags)."""
+        from pyspark import InheritableThread
+
+        return InheritableThread(target=target, name=name, daemon=True)
+
+    @abstractmethod
+    def set_tag(self, tag: str, description: str) -> None:
+        """Put the calling thread's next jobs under ``tag`` (a job group on a SparkContext)."""
+
+    @abstractmethod
+    def clear_tag(self, tag: str) -> None:
+        """Undo :meth:`set_tag` for the calling thread."""
+
+    @abstractmethod
+    def cancel(self, tag: str) -> None:
+        """Cancel every job under ``tag``, interrupting its tasks."""
+
+    def submit(self, tag: str, description: str, body: Callable[[], T]) -> SparkJob[T]:
+        """Run ``body`` (which runs Spark jobs) on a background thread under ``tag``."""
+        return SparkJob(self, tag, description, body)
+
+    @abstractmethod
+    def barrier(self, num_tasks: int, fn: BarrierFn) -> list[dict]:
+        """Run ``fn`` in a barrier stage of ``num_tasks`` tasks (all start together or none) and
+        collect what each returns, in partition order. Blocks: call it inside :meth:`submit`."""
+
+    def barrier_over(self, data: Any, fn: DataBarrierFn, schema: str) -> list:
+        """Run ``fn`` in a barrier stage over ``data``, one task per partition (all start together
+        or none), and collect what the tasks yield. A DataFrame runs as a barrier ``mapInArrow``
+        whose output has the DDL ``schema`` (collected as Rows); an RDD only on a backend with RDDs.
+        Blocks: call it inside :meth:`submit`."""
+        from pyspark.sql import DataFrame
+
+        if not isinstance(data, DataFrame):
+            raise TypeError(f"a barrier stage over data takes a DataFrame here, got {type(data).__name__}")
+        return data.mapInArrow(ArrowBarrierTask(fn), schema, barrier=True).collect()
+
+    # -- storage -----------------------------------------------------------------------------
+    @abstractmethod
+    def hadoop_fs(self, uri: str) -> HadoopFileSystem:
+        """The directory ``uri`` on the cluster's Hadoop filesystems; raises ``NotImplementedError``
+        where the session has no JVM to read it (Spark Connect: use fsspec or a FUSE path)."""
+
+
+def is_connect(session: Any) -> bool:
+    """Whether ``session`` is a Spark Connect session (no SparkContext, RDD or JVM in this process)."""
+    return type(session).__module__.startswith("pyspark.sql.connect.")
+
+
+def gpu_addresses(task_context: Any) -> list[str]:
+    """The GPU addresses Spark gave the task of ``task_context`` (a ``TaskContext``)."""
+    resources = task_context.resources()
+    return list(resources["gpu"].addresses) if "gpu" in resources else []
+
+
+def barrier_task_context() -> tuple[int, list[str]]:
+    """Inside a barrier task: its partition id and the GPU addresses Spark gave it."""
+    from pyspark import BarrierTaskContext
+
+    ctx = BarrierTaskContext.get()
+    return ctx.partitionId(), gpu_addresses(ctx)
+
+
+class ArrowBarrierTask:
+    """The body of each task of a barrier ``mapInArrow``: ``fn(partition id, GPU addresses, the
+    partition's record batches)``."""
+
+    def __init__(self, fn: DataBarrierFn) -> None:
+        self.fn = fn
+
+    def __call__(self, batches: Iterator) -> Iterator:
+        yield from self.fn(*barrier_task_context(), batches)

@@ -1,0 +1,211 @@
+"""``ctx``: what the user's function knows about its node, with TensorFlowOnSpark's names."""
+
+from __future__ import annotations
+
+import getpass
+import json
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from ..wire.paths import HADOOP_SCHEMES
+from ..wire.plan import FOREGROUND_ROLES
+
+
+def absolute_path(default_fs: str, working_dir: str, path: str) -> str:
+    """Resolve ``path`` against the cluster's default filesystem, as TensorFlowOnSpark does.
+
+    A path with a scheme is returned as is, and so is a Databricks ``/dbfs/...`` FUSE path (a
+    local path on every node, which ``dbfs:/`` as prefix would break); another absolute path gets
+    the default filesystem as prefix; a relative path resolves to the user's home on HDFS, or to
+    the driver's working directory on a local filesystem.
+    """
+    if path.startswith(HADOOP_SCHEMES) or path.startswith("/dbfs/"):
+        return path
+    fs = default_fs.rstrip("/")
+    if path.startswith("/"):
+        return f"{fs}{path}" if fs != "file:" else f"file://{path}"
+    if fs.startswith(("hdfs://", "viewfs://")):
+        return f"{fs}/user/{getpass.getuser()}/{path}"
+    if fs.startswith("file:"):
+        return f"file://{working_dir.rstrip('/')}/{path}"
+    return f"{fs}/{path}"
+
+
+@dataclass
+class NodeContext:
+    """The node's view of the cluster, passed to ``main_fun(args, ctx)``.
+
+    Attributes (TensorFlowOnSpark names):
+        executor_id / worker_num: this node's number in the cluster, 0..N-1 (the barrier task index).
+        job_name: ``ps``, ``chief``, ``evaluator`` or ``worker``.
+        task_index: index within ``job_name``.
+        cluster_spec: ``{job_name: ["host:port", ...]}`` for every role, evaluator included.
+        num_workers: number of chief + worker nodes (those that train).
+        defaultFS: the Hadoop default filesystem (``fs.defaultFS``) of the driver.
+        working_dir: the driver's working directory.
+
+    Also: ``run_id``, ``host``, ``spark_executor_id``, ``gpus`` (addresses Spark assigned),
+    ``model_dir``, ``attempt``, ``log_dir``: this node's own log directory, named after its role
+    (``<run log dir>/chief_0``...), which appears in the driver's TensorBoard as a run of that name,
+    and ``model_dir_shared``: whether every node and the driver see the same ``model_dir`` (False for
+    a path on each host's own disk: ``ctx.restore`` and ``ctx.callbacks`` then never resume from it,
+    since the nodes would resume from different checkpoints). ``TF_CONFIG`` is already set in the
+    environment.
+    """
+
+    run_id: str
+    executor_id: int
+    job_name: str
+    task_index: int
+    cluster_spec: dict[str, list[str]]
+    defaultFS: str = "file://"
+    working_dir: str = ""
+    host: str = ""
+    spark_executor_id: str = ""
+    gpus: list[str] = field(default_factory=list)
+    model_dir: str | None = None
+    log_dir: str | None = None
+    attempt: int = 0
+    model_dir_shared: bool = True
+    mgr: Any = None
+    _status: IO[str] | None = field(default=None, repr=False, compare=False)
+    _flusher: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def worker_num(self) -> int:
+        return self.executor_id
+
+    @property
+    def num_workers(self) -> int:
+        return sum(len(v) for k, v in self.cluster_spec.items() if k in FOREGROUND_ROLES)
+
+    @property
+    def is_chief(self) -> bool:
+        """True on the node that saves models and writes summaries (chief, or worker 0 without one)."""
+        if "chief" in self.cluster_spec or "master" in self.cluster_spec:
+            return self.job_name in ("chief", "master")
+        return self.job_name == "worker" and self.task_index == 0
+
+    def absolute_path(self, path: str) -> str:
+        """``path`` resolved against the default filesystem (see :func:`absolute_path`)."""
+        return absolute_path(self.defaultFS, self.working_dir, path)
+
+    def get_data_feed(self, train_mode: bool = True, qname_in: str = "input", qname_out: str = "output",
+                      input_mapping: dict[str, str] | None = None) -> Any:
+        """TensorFlowOnSpark's shortcut for ``TFNode.DataFeed(ctx.mgr, train_mode, ...)``."""
+        from .feed.datafeed import DataFeed
+
+        return DataFeed(self.mgr, train_mode, qname_in, qname_out, input_mapping)
+
+    def release_port(self) -> None:
+        """TensorFlowOnSpark's call to free the port reserved for this node. Nothing is left to do
+        here: the node releases it just before the function starts, for TensorFlow to bind."""
+
+    def dataset(self, batch_size: int, features: str | list[str] | None = None, label: str | None = None,
+                by_epoch: bool = True, drop_remainder: bool = False, prefetch: int = 2) -> Any:
+        """The data Spark feeds this node (``train`` on the driver) as a ``tf.data.Dataset`` of batches.
+
+        Each pass over it is one epoch of ``train(data, num_epochs=N)``, so
+        ``model.fit(ctx.dataset(64, label="label"), epochs=N)`` sees every row fed to this node once
+        per epoch. Waits for the driver's first ``train`` to learn the columns' types and shapes.
+
+        Args:
+            batch_size: rows per batch (under MultiWorkerMirroredStrategy, the global batch).
+            features: the column (a tensor) or columns (a dict) to give as inputs; default: every
+                column but ``label``, as a tensor when that is a single column.
+            label: the column to give as target; elements are then ``(features, label)``.
+            by_epoch: False to run through every epoch in one pass (for ``steps_per_epoch``).
+            drop_remainder: drop an epoch's last, smaller batch.
+            prefetch: batches prepared ahead of the consumer.
+
+        Arrays of equal length become dimensions (``array<array<float>>`` 28x28 -> ``[None, 28, 28]``),
+        strings and binary become ``tf.string``. Raises ``FeedError`` without InputMode.SPARK, for
+        nulls, ragged arrays or types TensorFlow cannot hold (see runtime.node.feed.datafeed for
+        MultiWorkerMirroredStrategy and uneven data).
+        """
+        from .feed.datafeed import feed_of, make_dataset
+
+        return make_dataset(feed_of(self), batch_size, features, label, by_epoch, drop_remainder, prefetch)
+
+    def predict(self, fn: Any, batch_size: int = 256, features: str | list[str] | None = None) -> int:
+        """Answer the driver's ``inference``: call ``fn`` on each batch of fed rows (a numpy array
+        for one column, else a dict of arrays) and send back its output, one result per row (an
+        array, a list, a tensor, or a dict of them for several columns). Returns the rows answered
+        once the feed ends (``shutdown`` / ``end_feed`` on the driver)."""
+        from .feed.datafeed import feed_of, predict
+
+        return predict(feed_of(self), fn, batch_size, features)
+
+    def report(self, step: int, **metrics: float) -> None:
+        """Send training progress (step and scalar metrics such as ``loss``) to the driver's monitor."""
+        from ..wire.messages import StepReport
+
+        self._emit(StepReport(int(step), {k: float(v) for k, v in metrics.items()}))
+
+    def summary_writer(self, name: str = "", flush_secs: float = 1.0):
+        """A ``tf.summary`` file writer under this node's log directory (``name``: a subdirectory),
+        flushed every ``flush_secs`` so the driver's TensorBoard shows its points within about a
+        second, and once more when the process exits."""
+        from .summaries import Flusher, create_writer
+
+        if self._flusher is None:
+            self._flusher = Flusher(flush_secs)
+        logdir = f"{self.log_dir.rstrip('/')}/{name}" if name else self.log_dir
+        return create_writer(logdir, self._flusher)
+
+    def callbacks(self, tensorboard: bool = True, checkpoint: bool = True, progress: bool = True,
+                  backup: bool = True, flush_secs: float = 1.0, **tensorboard_args: Any) -> list:
+        """Keras callbacks wired to this run's directories, for ``model.fit(..., callbacks=ctx.callbacks())``.
+
+        Args:
+            tensorboard: a Keras TensorBoard callback writing to ``ctx.log_dir`` whose writers are
+                flushed at every epoch end (and every ``flush_secs`` during an epoch when
+                ``update_freq`` is per batch). Under a multi-worker strategy Keras writes events on
+                worker 0 only; use :meth:`summary_writer` for per-worker curves.
+            checkpoint: a ModelCheckpoint saving weights to ``ctx.model_dir`` at each epoch end
+                (TensorFlow checkpoints ``ckpt-0001`` with tf-keras, ``ckpt-0001.weights.h5`` with
+                Keras 3); skipped when the run has no model_dir.
+            progress: report each epoch's metrics to the driver's monitor (``ctx.report``).
+            backup: a Keras BackupAndRestore under ``ctx.model_dir/backup``, so that a run relaunched
+                after a lost node resumes ``fit`` from the last finished epoch; left out when the
+                model dir is not shared (``model_dir_shared``), as the nodes would resume unevenly.
+            tensorboard_args: passed to the Keras TensorBoard callback (``update_freq``,
+                ``histogram_freq``...).
+        """
+        from .summaries import keras_callbacks
+
+        return keras_callbacks(self, tensorboard=tensorboard, checkpoint=checkpoint, progress=progress,
+                               backup=backup, flush_secs=flush_secs, **tensorboard_args)
+
+    def restore(self, checkpoint) -> str | None:
+        """Restore ``checkpoint`` (a ``tf.train.Checkpoint``) from the newest checkpoint in
+        ``ctx.model_dir``, as a node does when the run is relaunched after a node was lost
+        (``ctx.attempt`` > 0). Returns the checkpoint's path, or None when there is none yet, or
+        when the model dir is not shared (``model_dir_shared``): every node then starts afresh,
+        rather than some resuming from their host's checkpoints and others from nothing."""
+        import tensorflow as tf
+
+        latest = tf.train.latest_checkpoint(self.model_dir) if self.model_dir and self.model_dir_shared else None
+        if latest:
+            checkpoint.restore(latest)
+        return latest
+
+    def _emit(self, msg) -> None:
+        if self._status is not None:
+            from ..wire.messages import to_json
+
+            self._status.write(to_json(msg) + "\n")
+            self._status.flush()
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_status"] = None
+        state["_flusher"] = None
+        return state
+
+
+def tf_config(cluster_spec: dict[str, list[str]], job_name: str, task_index: int) -> str:
+    """The ``TF_CONFIG`` for one node. The evaluator is left out of the cluster, as TensorFlow's
+    strategies expect; it learns its own role from ``task``."""
+    cluster = {k: v for k, v in cluster_spec.items() if k != "evaluator" and v}
+    return json.dumps({"cluster": cluster, "task": {"type": job_name, "index": task_index}})

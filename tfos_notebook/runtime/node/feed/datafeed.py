@@ -1,0 +1,193 @@
+"""What a node's function reads fed data with (InputMode.SPARK).
+
+- ``ctx.dataset(batch_size, ...)``: a ``tf.data.Dataset``; each pass over it is one epoch of
+  ``train(data, num_epochs=N)``, so ``model.fit(ctx.dataset(64), epochs=N)`` sees every fed row
+  once per epoch.
+- ``ctx.predict(fn, batch_size)``: answers ``inference(data)``: calls ``fn`` on each batch and
+  sends its output back, one result per row, to the task that sent the rows.
+- :class:`DataFeed`: TensorFlowOnSpark's consumer (``next_batch``, ``should_stop``,
+  ``batch_results``, ``terminate``), so TFoS programs run unchanged.
+
+Workers in step under MultiWorkerMirroredStrategy: partitions go to the training nodes round-robin,
+so nodes may get different numbers of rows. The dataset returned here has auto-sharding off (the
+feed already splits the data) and an unknown length, and TensorFlow's distributed iterator then
+keeps the workers in step by itself: at every step the workers agree (with an all-reduce) whether
+any still has data, and those that ran out take an empty batch until all have, so no collective
+waits for a worker that has left. Keras's ``fit`` and ``strategy.experimental_distribute_dataset``
+loops get this; a hand-written loop over ``DataFeed.next_batch`` does not, and must make every
+worker run the same number of steps itself. Under the strategy ``batch_size`` is the global batch:
+each worker takes ``batch_size / num_workers`` rows per step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from ...wire.errors import FeedError
+from ...wire.feed.codec import batch_to_rows, results_to_batch
+from .queue import Piece
+
+
+def feed_of(obj: Any):
+    """The node's data feed, given ``ctx``, ``ctx.mgr`` or the feed itself."""
+    from .server import FeedServer
+
+    for candidate in (obj, getattr(obj, "mgr", None)):
+        if isinstance(candidate, FeedServer):
+            return candidate
+    raise FeedError("this node has no data feed: start the cluster with input_mode=InputMode.SPARK "
+                    "(Run(..., input_mode='spark')); only chief and worker nodes are fed, not ps or evaluator")
+
+
+def arrays_of(pieces: Sequence[Piece], names: Sequence[str]) -> dict[str, np.ndarray]:
+    """Columns ``names`` of the rows in ``pieces`` as numpy arrays (views when one piece)."""
+    out = {}
+    for name in names:
+        parts = [p.chunk.array(name)[p.start:p.stop] for p in pieces]
+        if len(parts) == 1:
+            out[name] = parts[0]
+        else:
+            try:
+                out[name] = np.concatenate(parts)
+            except ValueError as e:
+                raise FeedError(f"column {name!r} changes shape between rows ({e}): tensors need equal shapes, "
+                                "so pad or trim them in Spark") from e
+    return out
+
+
+def _select(names: Sequence[str], features: str | Sequence[str] | None, label: str | None):
+    for name in ([label] if label else []) + ([features] if isinstance(features, str) else list(features or [])):
+        if name not in names:
+            raise FeedError(f"the fed data has no column {name!r}; it has {list(names)}")
+    if isinstance(features, str):
+        return [features], True
+    chosen = list(features) if features is not None else [n for n in names if n != label]
+    return chosen, features is None and len(chosen) == 1
+
+
+def _spec(tf, name: str, field: pa.Field, sample: pa.RecordBatch | None):
+    depth, t = 0, field.type
+    while pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        depth, t = depth + 1, t.value_type
+    if sample is not None and sample.num_rows:
+        from ...wire.feed.codec import column_to_numpy
+
+        arr = column_to_numpy(sample.column(sample.schema.get_field_index(name)), name)
+        dims: list[int | None] = list(arr.shape[1:])
+        dtype = tf.string if arr.dtype == object else tf.as_dtype(arr.dtype)
+    else:
+        dims = [None] * depth
+        dtype = tf.string if (pa.types.is_string(t) or pa.types.is_binary(t) or pa.types.is_large_string(t)
+                              or pa.types.is_large_binary(t)) else tf.as_dtype(t.to_pandas_dtype())
+    return tf.TensorSpec([None, *dims], dtype, name=name)
+
+
+def make_dataset(feed, batch_size: int, features: str | Sequence[str] | None = None, label: str | None = None,
+                 by_epoch: bool = True, drop_remainder: bool = False, prefetch: int = 2):
+    """The ``tf.data.Dataset`` of ``ctx.dataset`` (see :meth:`NodeContext.dataset`)."""
+    import tensorflow as tf
+
+    if batch_size < 1:
+        raise FeedError(f"batch_size must be at least 1, got {batch_size}")
+    schema, sample = feed.sample()
+    chosen, single = _select(schema.names, features, label)
+    wanted = chosen + ([label] if label else [])
+
+    def structure(values: dict) -> Any:
+        x = values[chosen[0]] if single else {n: values[n] for n in chosen}
+        return (x, values[label]) if label else x
+
+    signature = structure({n: _spec(tf, n, schema.field(n), sample) for n in wanted})
+
+    def batches():
+        while True:
+            pieces, why = feed.take(batch_size, epoch=by_epoch)
+            rows = sum(p.rows for p in pieces)
+            if rows and (rows == batch_size or not drop_remainder):
+                yield structure(arrays_of(pieces, wanted))
+            if why != "full":
+                return
+
+    ds = tf.data.Dataset.from_generator(batches, output_signature=signature)
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+    ds = ds.with_options(options)
+    return ds.prefetch(prefetch) if prefetch else ds
+
+
+def predict(feed, fn: Callable[[Any], Any], batch_size: int = 256,
+            features: str | Sequence[str] | None = None) -> int:
+    """The loop of ``ctx.predict`` (see :meth:`NodeContext.predict`); returns the rows answered."""
+    total = 0
+    while True:
+        pieces, why = feed.take(batch_size, partition=True)
+        rows = sum(p.rows for p in pieces)
+        if rows:
+            chosen, single = _select(pieces[0].chunk.batch.schema.names, features, None)
+            values = arrays_of(pieces, chosen)
+            x = values[chosen[0]] if single else values
+            feed.send_results(results_to_batch(fn(x), rows))
+            total += rows
+        if why in ("end", "terminated"):
+            return total
+
+
+class DataFeed:
+    """TensorFlowOnSpark's ``TFNode.DataFeed`` over this node's data feed.
+
+    Args:
+        mgr: ``ctx.mgr`` (or ``ctx``).
+        train_mode: False when the rows come from ``inference``: a batch then ends with its
+            partition, and each row's result must be given to ``batch_results`` in order.
+        qname_in, qname_out: accepted for compatibility; there is one feed per node.
+        input_mapping: ``{column: tensor_name}``; ``next_batch`` then returns
+            ``{tensor_name: [values]}`` instead of a list of rows.
+    """
+
+    def __init__(self, mgr: Any, train_mode: bool = True, qname_in: str = "input", qname_out: str = "output",
+                 input_mapping: dict[str, str] | None = None) -> None:
+        self.feed = feed_of(mgr)
+        self.train_mode = train_mode
+        self.qname_in, self.qname_out = qname_in, qname_out
+        self.input_mapping = dict(input_mapping) if input_mapping else None
+        self.done_feeding = False
+
+    def next_batch(self, batch_size: int) -> list | dict[str, list]:
+        """Up to ``batch_size`` rows: fewer when the feed ended (or, in inference, the partition).
+        Rows come back as they were fed: tuples for an RDD of tuples, pyspark Rows for a DataFrame."""
+        pieces, why = self.feed.take(batch_size, partition=not self.train_mode)
+        if why in ("end", "terminated"):
+            self.done_feeding = True
+        if self.input_mapping is None:
+            rows: list = []
+            for p in pieces:
+                rows += batch_to_rows(p.chunk.batch.slice(p.start, p.rows))
+            return rows
+        tensors: dict[str, list] = {t: [] for t in self.input_mapping.values()}
+        for p in pieces:
+            batch = p.chunk.batch.slice(p.start, p.rows)
+            if all(col in batch.schema.names for col in self.input_mapping):
+                for col, tensor in self.input_mapping.items():
+                    tensors[tensor] += batch.column(col).to_pylist()
+            else:  # rows without names: columns in the sorted order of the mapping, as TFoS does
+                for i, (_, tensor) in enumerate(sorted(self.input_mapping.items())):
+                    tensors[tensor] += batch.column(i).to_pylist()
+        return tensors
+
+    def should_stop(self) -> bool:
+        """True once the feed ended (the driver closed it) or ``terminate`` was called."""
+        return self.done_feeding
+
+    def batch_results(self, results: Any) -> None:
+        """Send one result per row of the batches read (in order) back to ``inference``."""
+        self.feed.send_results(results_to_batch(results))
+
+    def terminate(self) -> None:
+        """Stop feeding early: buffered rows are dropped, the remaining feeding tasks skip their
+        data, and ``train`` on the driver returns. ``should_stop`` is then true."""
+        self.feed.terminate()
+        self.done_feeding = True

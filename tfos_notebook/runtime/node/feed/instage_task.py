@@ -1,0 +1,142 @@
+"""The barrier task of a node fed in-stage (see ``driver/feed/instage.py``): the node runs on a thread while
+the task streams its partition to the node's own data feed over loopback, epoch after epoch
+(later epochs from a node-local Arrow spill), or sends its rows for inference and returns the
+predictions as the task's output."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+
+from ...wire.errors import FeedError
+from ...wire.feed.codec import batch_bytes, batches_of_rows, result_values
+from ...wire.feed.protocol import FRAME_BYTES, tell
+from ...wire.feed.stage import FEED_KEY, OUTPUT_SCHEMA, InStage
+from ...wire.feed.tasks import TASK_TIMEOUT_MARGIN, InferFeed, TrainFeed
+from ...wire.plan import FOREGROUND_ROLES, NodePlan
+from ..task import run_node
+from .localfeed import LocalFeed
+
+log = logging.getLogger(__name__)
+
+
+class _Spill:
+    """The partition's batches on this node's disk, for the epochs after the first."""
+
+    def __init__(self, run_id: str, task: int) -> None:
+        self.dir = tempfile.mkdtemp(prefix=f"tfos-{run_id}-{task}-spill-")
+        self.path = os.path.join(self.dir, "partition.arrows")
+        self._writer: pa.ipc.RecordBatchStreamWriter | None = None
+
+    def tee(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            if self._writer is None:
+                self._writer = pa.ipc.new_stream(self.path, batch.schema)
+            self._writer.write_batch(batch)
+            yield batch
+        if self._writer is not None:
+            self._writer.close()
+
+    def replay(self) -> Iterator[pa.RecordBatch]:
+        if self._writer is None:
+            return iter(())
+        return iter(pa.ipc.open_stream(pa.OSFile(self.path)))
+
+    def delete(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _batches(spec: InStage, items: Iterator) -> Iterator[pa.RecordBatch]:
+    if spec.kind == "rdd":
+        return batches_of_rows(items, pa.ipc.read_schema(pa.py_buffer(spec.rdd_schema)), FRAME_BYTES)
+    return (b.drop_columns([FEED_KEY]) if FEED_KEY in b.schema.names else b for b in items)
+
+
+def feed_node(spec: InStage, secret: bytes, run_id: str, task: int, items: Iterator,
+              local: LocalFeed) -> Iterator:
+    """Stream this task's partition to its own node: every epoch (training), or once with the
+    predictions yielded as they come (inference). Returns at once when the node never served a
+    feed (it failed or was stopped: the run's error says why)."""
+    address = local.wait()
+    if address is None:
+        return
+    timeout = spec.timeout + TASK_TIMEOUT_MARGIN
+    tell(address, secret, {"t": "sample", "pass": "in-stage", "data": spec.sample})
+    if spec.mode == "infer":
+        infer = InferFeed(secret, [address], timeout, keep=list(spec.keep))
+        for kept, results in infer.run(task, 0, _batches(spec, items)):
+            out = results if kept is None or not kept.num_columns else _join(kept, results)
+            yield result_values(out) if spec.kind == "rdd" else batch_bytes(out).to_pybytes()
+        tell(address, secret, {"t": "end"})
+        return
+    spill = _Spill(run_id, task) if spec.epochs > 1 else None
+    fed: list[int] = []
+    try:
+        for epoch in range(spec.epochs):
+            source = _batches(spec, items) if epoch == 0 else spill.replay()
+            if spill is not None and epoch == 0:
+                source = spill.tee(source)
+            pass_id = f"in-stage.{epoch}"
+            record = TrainFeed(secret, [address], pass_id, timeout).feed(task, 0, source)
+            fed.append(record["rows"] + record["skipped"])
+            if record["status"] == "timeout":
+                raise FeedError(f"node task {task} took no data for {spec.timeout:.0f}s: its function is not "
+                                "reading the feed (ctx.dataset / DataFeed.next_batch) or is stuck")
+            if record["status"] != "fed":  # terminated, or the node is gone: nobody wants more
+                break
+            tell(address, secret, {"t": "epoch_end", "pass": pass_id})
+        tell(address, secret, {"t": "end"})
+    except OSError as e:  # the node's process ended while being fed: its own result says how
+        log.info("task %d: the node's feed closed while being fed (%s)", task, e)
+    finally:
+        if spill is not None:
+            spill.delete()
+    yield {"_tfos_summary": True, "task": task, "rows_per_epoch": fed}
+
+
+def _join(kept: pa.RecordBatch, results: pa.RecordBatch) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays([*kept.columns, *results.columns],
+                                      names=[*kept.schema.names, *results.schema.names])
+
+
+def run_fed_node(plan: NodePlan, task: int, gpus: list[str], items: Iterator) -> Iterator:
+    """A node whose barrier task also feeds it: the node runs on a thread while this task streams
+    its partition; yields what the task returns (a summary, or the predictions)."""
+    spec: InStage = plan.instage
+    local = LocalFeed()
+    outcome: dict[str, Any] = {}
+
+    def node() -> None:
+        try:
+            outcome["summary"] = run_node(plan, task, gpus, local)
+        except BaseException as e:  # re-raised in the task below
+            outcome["error"] = e
+        finally:
+            local.ended()
+
+    thread = threading.Thread(target=node, name=f"tfos-node-{task}", daemon=True)
+    thread.start()
+    if plan.roles[task][0] in FOREGROUND_ROLES:
+        for out in feed_node(spec, plan.secret, plan.run_id, task, items, local):
+            yield from _task_output(spec.kind, task, out)
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+
+
+def _task_output(kind: str, task: int, out: Any) -> Iterator:
+    """What the barrier task returns for ``out``: an RDD's task returns Python objects (the
+    summary dict, or one prediction per row); a DataFrame's, ``OUTPUT_SCHEMA`` batches."""
+    if kind == "rdd":
+        yield from (out if isinstance(out, list) else [out])
+        return
+    payload = json.dumps(out).encode() if isinstance(out, dict) else out
+    yield pa.RecordBatch.from_pylist([{"task": task, "payload": payload}], schema=OUTPUT_SCHEMA)

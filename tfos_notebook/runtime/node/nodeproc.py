@@ -1,0 +1,148 @@
+"""The node's child process seen from its barrier task: how it is started (environment, the
+pre-spawn), and the threads that carry its output lines and status reports to the driver.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import subprocess
+import sys
+import threading
+from typing import TYPE_CHECKING
+
+from ..wire import channel
+from ..wire import messages as m
+from ..wire.errors import ChannelError
+from ..wire.timeouts import Deadline
+from ..wire.versions import tf_keras_installed
+
+if TYPE_CHECKING:
+    from ..wire.plan import NodePlan
+    from .feed.localfeed import LocalFeed
+
+log = logging.getLogger(__name__)
+
+LOG_FLUSH_SECONDS = 0.2
+
+
+class Forwarder:
+    """Batches output lines and progress messages from the child to the driver."""
+
+    def __init__(self, conn: channel.Connection) -> None:
+        self.conn = conn
+        self.q: queue.Queue = queue.Queue()
+        self.thread = threading.Thread(target=self._run, daemon=True, name="tfos-forward")
+        self.thread.start()
+
+    def put(self, item: tuple) -> None:
+        self.q.put(item)
+
+    def _run(self) -> None:
+        done = False
+        while not done:
+            lines, reports = [], []
+            window = Deadline(LOG_FLUSH_SECONDS)
+            while not window.expired and len(lines) < 500:
+                try:
+                    item = self.q.get(timeout=window.remaining())
+                except queue.Empty:
+                    break
+                if item is None:
+                    done = True
+                    break
+                if isinstance(item, m.Message):
+                    reports.append(item)
+                else:
+                    lines.append(item)
+            try:
+                if lines:
+                    self.conn.send(m.encode(m.Logs(tuple(lines))))
+                for report in reports:
+                    self.conn.send(m.encode(report))
+            except OSError as e:  # the driver is gone: the node ends its process (see node.watch_driver)
+                log.warning("the driver's connection closed: the node's output is no longer forwarded (%s)", e)
+                return
+
+    def close(self) -> None:
+        self.q.put(None)
+        self.thread.join(timeout=5)
+
+
+def pump_lines(stream, name: str, fwd: Forwarder) -> None:
+    for raw in iter(stream.readline, b""):
+        line = raw.decode("utf-8", "replace").rstrip("\n")
+        fwd.put((name, line))
+    stream.close()
+
+
+STATUS_MESSAGES = (m.StepReport, m.FeedServing, m.FeedReport)
+
+
+def pump_status(stream, fwd: Forwarder, local_feed: LocalFeed | None) -> None:
+    """Forward the child's status lines (progress and feed reports) as typed messages."""
+    for raw in iter(stream.readline, b""):
+        try:
+            msg = m.from_json(raw)
+        except ChannelError as e:
+            log.warning("a status line from the node's process was refused: %s", e)
+            continue
+        if isinstance(msg, STATUS_MESSAGES):
+            if isinstance(msg, m.FeedServing) and local_feed is not None:
+                local_feed.serving(msg.host, msg.port)
+            fwd.put(msg)
+        else:
+            log.warning("the node's process sent %r on its status pipe; ignored", msg.TYPE)
+    stream.close()
+
+
+def _child_env(plan: NodePlan, task: int, gpus: list[str]) -> dict:
+    env = dict(os.environ)
+    env.update(plan.env)
+    env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
+    env["TFOS_RUN_ID"] = plan.run_id  # marks the node's processes (and their children) as this run's
+    env["TFOS_TASK"] = "{}:{}".format(*plan.roles[task])
+    env["TFOS_ATTEMPT"] = str(plan.attempt)
+    env["PYTHONUNBUFFERED"] = "1"
+    legacy = plan.legacy_keras
+    if legacy is None:
+        legacy = tf_keras_installed()
+    if legacy:
+        env.setdefault("TF_USE_LEGACY_KERAS", "1")
+    # The child must import this package the same way the Python worker did, but not pyspark
+    # from Spark's pyspark.zip when an installed copy exists: zipimport compiles every module from
+    # source on each start, which costs about a second per node.
+    here = os.path.abspath(__file__)
+    for _ in __name__.split("."):  # up to the folder that holds the package
+        here = os.path.dirname(here)
+    paths = [here, *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
+    if _installed_pyspark(paths):
+        paths = [p for p in paths if not _is_spark_zip(p)]
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    return env
+
+
+def _is_spark_zip(path: str) -> bool:
+    name = os.path.basename(path)
+    return name.endswith(".zip") and (name.startswith("pyspark") or name.startswith("py4j"))
+
+
+def _installed_pyspark(pythonpath: list[str]) -> bool:
+    """Whether pyspark and py4j can be imported from plain folders (site-packages or PYTHONPATH)."""
+    from importlib.machinery import PathFinder
+
+    folders = [p for p in (*pythonpath, *sys.path) if p and not p.endswith(".zip")]
+    return all(PathFinder.find_spec(name, folders) is not None for name in ("pyspark", "py4j"))
+
+
+def spawn_child(plan: NodePlan, task: int, gpus: list[str], workdir: str) -> tuple[subprocess.Popen, int]:
+    status_r, status_w = os.pipe()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tfos_notebook.runtime.node.child", str(status_w), str(os.getpid()), plan.run_id,
+         str(task)],
+        env=_child_env(plan, task, gpus), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        pass_fds=(status_w,), start_new_session=True, cwd=workdir,
+    )
+    os.close(status_w)
+    return proc, status_r

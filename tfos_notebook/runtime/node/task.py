@@ -1,0 +1,201 @@
+"""The node: what runs inside each barrier task on an executor.
+
+register with the driver (holding a TensorFlow port open) -> receive the cluster spec -> set
+TF_CONFIG / CUDA_VISIBLE_DEVICES -> run the user's function in a child process in its own process
+group -> stream its output and progress to the driver -> report the outcome. The child is killed
+with its whole group when the driver says stop, when the task ends for any reason, and (by the
+child's own watchdog) when this process dies.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from urllib.parse import parse_qs, urlparse
+
+from ..wire import channel
+from ..wire import messages as m
+from ..wire.orphans import kill_attempts_before, pid_dir
+from ..wire.paths import is_shared_logdir, local_path, node_dir_name
+from ..wire.plan import FOREGROUND_ROLES, NodePlan
+from ..wire.procs import kill_process_group
+from ..wire.versions import installed_versions
+from .ctx import NodeContext, tf_config
+from .feed.localfeed import LocalFeed
+from .gpusampler import GpuSampler
+from .logship import LogShipper
+from .nodelink import Orders, read_result, report_leftovers, result_message
+from .nodeproc import Forwarder, pump_lines, pump_status, spawn_child
+
+log = logging.getLogger(__name__)
+
+
+def spark_executor_id() -> str:
+    """The Spark executor id of this Python worker ("driver" in local mode)."""
+    url = os.environ.get("SPARK_LOG_URL_STDERR", "")
+    if url:
+        ids = parse_qs(urlparse(url).query).get("executorId")
+        if ids:
+            return ids[0]
+    cwd = os.getcwd()
+    if os.path.basename(os.path.dirname(cwd)).startswith("app-"):
+        return os.path.basename(cwd)
+    return "driver"
+
+
+def sees_probe(probe: str | None) -> bool:
+    """Whether the driver's probe file in a local model dir is visible here (True when nothing is
+    probed): the model dir is shared only if every node sees it (see driver/storage.py)."""
+    return probe is None or os.path.exists(probe)
+
+
+def node_log_dir(plan: NodePlan, role: str, index: int, workdir: str) -> tuple[str, bool]:
+    """This node's log directory, and whether its new bytes must be shipped to the driver.
+
+    A shared log directory (a URI other than ``file://``, or a ``/dbfs/`` path) is written directly,
+    one subdirectory per node. Otherwise the node writes on its own disk (under the given path,
+    which the driver made absolute, or a temporary one when the run has no log_dir) and ships what
+    it writes.
+    """
+    name = node_dir_name(role, index)
+    if is_shared_logdir(plan.log_dir):
+        return f"{plan.log_dir.rstrip('/')}/{name}", False
+    local = local_path(plan.log_dir)
+    path = os.path.join(local or os.path.join(workdir, "logs"), name)
+    os.makedirs(path, exist_ok=True)
+    return path, True
+
+
+def run_node(plan: NodePlan, task: int, gpus: list[str], local_feed: LocalFeed | None = None) -> dict:
+    """Run one node of the cluster; returns a small summary for Spark to collect. The outcome that
+    matters travels to the driver over the control channel."""
+    role, index = plan.roles[task]
+    if plan.attempt:  # a relaunch: what the lost attempt left on this host must not write beside us
+        kill_attempts_before(plan.run_id, plan.attempt)
+    workdir = tempfile.mkdtemp(prefix=f"tfos-{plan.run_id}-{task}-")
+    proc, status_r = spawn_child(plan, task, gpus, workdir)  # starts up while the cluster reserves
+    pid_file = os.path.join(pid_dir(), f"{plan.run_id}-{task}.json")
+    conn = orders = None
+    try:
+        with open(pid_file, "w") as f:
+            json.dump({"run_id": plan.run_id, "task": task, "role": f"{role}:{index}", "pid": proc.pid,
+                       "pgid": proc.pid, "node_pid": os.getpid(), "started": time.time()}, f)
+        conn = channel.connect(plan.server_host, plan.server_port, plan.secret)
+        host = conn.sock.getsockname()[0]  # the address on which this executor reaches the driver
+        reservation = socket.socket()
+        reservation.bind((host, 0))
+        port = reservation.getsockname()[1]
+        conn.send(m.encode(m.Register(task=task, attempt=plan.attempt, host=host, port=port, pid=os.getpid(),
+                                      gpus=tuple(gpus), executor_id=spark_executor_id(), hostname=socket.gethostname(),
+                                      sees_model_dir=sees_probe(plan.model_dir_probe), **installed_versions())))
+        started = threading.Event()
+        reporter = threading.Thread(target=report_leftovers, args=(plan.run_id, conn, host, started), daemon=True)
+        reporter.start()
+        orders = Orders(conn)
+        reply = orders.next()
+        if reply is None:
+            raise ConnectionError("the connection to the driver closed before every node registered")
+        if not isinstance(reply, m.Cluster):
+            reservation.close()
+            return {"task": task, "outcome": "stopped"}
+        spec = reply.cluster_spec
+        import cloudpickle
+
+        log_dir, ship_logs = node_log_dir(plan, role, index, workdir)
+        ctx = NodeContext(run_id=plan.run_id, executor_id=task, job_name=role, task_index=index,
+                          cluster_spec=spec, defaultFS=plan.default_fs, working_dir=plan.working_dir, host=host,
+                          spark_executor_id=spark_executor_id(), gpus=gpus, model_dir=plan.model_dir,
+                          log_dir=log_dir, attempt=plan.attempt, model_dir_shared=reply.model_dir_shared)
+        payload, result_path = os.path.join(workdir, "payload.pkl"), os.path.join(workdir, "result.pkl")
+        feed = None
+        if plan.feed_buffer_bytes and role in FOREGROUND_ROLES:
+            from .feed.server import FeedServer
+
+            feed = FeedServer(plan.secret, host, plan.feed_buffer_bytes)
+        with open(payload, "wb") as f:
+            cloudpickle.dump({"main_fun": plan.main_fun, "args": plan.args, "ctx": ctx, "feed": feed}, f)
+        reservation.close()  # release the port just before TensorFlow binds it
+        go = {"payload": payload, "result": result_path, "env": {"TF_CONFIG": tf_config(spec, role, index)}}
+        proc.stdin.write((json.dumps(go) + "\n").encode())
+        proc.stdin.close()
+        conn.send(m.encode(m.NodeStateReport("running", proc.pid)))
+        started.set()
+        sampler = GpuSampler(conn, gpus).start()
+        try:
+            return _supervise(plan, task, proc, status_r, result_path, orders, log_dir if ship_logs else None,
+                              reporter, local_feed)
+        finally:
+            sampler.stop()
+    finally:
+        kill_process_group(proc, 0.5)
+        try:
+            os.remove(pid_file)
+        except OSError as e:
+            log.debug("could not remove the pid record %s: %s", pid_file, e)
+        shutil.rmtree(workdir, ignore_errors=True)
+        if conn is not None:
+            conn.close()
+        if orders is not None:
+            orders.join()  # its threads end with the connection
+
+
+def _supervise(plan: NodePlan, task: int, proc: subprocess.Popen, status_r: int, result_path: str,
+               orders: Orders, ship_dir: str | None, reporter: threading.Thread,
+               local_feed: LocalFeed | None) -> dict:
+    """Forward the child's output, progress and (from ``ship_dir``) event files, obey stop, and
+    report its outcome."""
+    conn = orders.conn
+    fwd = Forwarder(conn)
+    pumps = [threading.Thread(target=pump_lines, args=(proc.stdout, "stdout", fwd), daemon=True),
+             threading.Thread(target=pump_lines, args=(proc.stderr, "stderr", fwd), daemon=True),
+             threading.Thread(target=pump_status, args=(os.fdopen(status_r, "rb"), fwd, local_feed), daemon=True)]
+    for t in pumps:
+        t.start()
+    shipper = LogShipper(conn, ship_dir).start() if ship_dir else None
+    stopped = threading.Event()
+    ended = threading.Event()  # the child's process ended
+
+    def listen() -> None:  # the driver may tell this node to stop at any time
+        for msg in iter(orders.next, None):  # None: the connection is gone
+            if isinstance(msg, m.Stop):
+                stopped.set()
+                kill_process_group(proc, plan.stop_grace_secs)
+                return
+            if isinstance(msg, (m.FilesResend, m.FilesRewind)) and shipper is not None:
+                shipper.on_message(msg)
+        if proc.poll() is None:  # lost the driver: do not train on alone
+            stopped.set()
+            kill_process_group(proc, plan.stop_grace_secs)
+
+    def watch_driver() -> None:  # no word for DRIVER_SILENT_SECS: the driver (or our network) is gone
+        while not ended.wait(1.0):
+            if time.monotonic() - orders.heard > m.DRIVER_SILENT_SECS:
+                log.warning("no word from the driver for %.0fs: ending the node's process", m.DRIVER_SILENT_SECS)
+                conn.close()  # ends the reading thread, and so listen(), which kills the process group
+                return
+
+    orders.follow(listen, "tfos-listen")  # ends with the connection (joined by run_node) or on Stop
+    watcher = threading.Thread(target=watch_driver, daemon=True, name="tfos-watch-driver")
+    watcher.start()
+    exit_code = proc.wait()
+    ended.set()
+    watcher.join()
+    for t in pumps:
+        t.join(timeout=5)
+    fwd.close()
+    if shipper is not None:
+        shipper.close()  # every event-file byte reaches the driver before the result
+    msg = result_message(read_result(result_path), exit_code, stopped.is_set())
+    reporter.join(10)  # the leftover report goes out before the result closes the node's account
+    try:
+        conn.send(m.encode(msg))
+    except OSError as e:
+        log.warning("could not report the result to the driver: %s", e)
+    return {"task": task, "outcome": "ok" if msg.ok else "error"}

@@ -1,0 +1,21 @@
+"""The errors both ends raise: a bad control-channel connection, and feeding that failed. The
+driver's errors (``driver/errors.py``) include these, and every error derives from ``TFOSError``."""
+
+from __future__ import annotations
+
+from ...errors import TFOSError
+
+__all__ = ["ChannelError", "FeedError", "FeedTimeout"]
+
+
+class ChannelError(TFOSError):
+    """A control-channel connection failed authentication or sent a bad frame."""
+
+
+class FeedError(TFOSError):
+    """Feeding Spark data into the nodes (InputMode.SPARK) failed; the message names the node or
+    partition and what to do."""
+
+
+class FeedTimeout(FeedError):
+    """A node took no data for longer than ``feed_timeout`` while Spark was feeding it."""

@@ -1,0 +1,60 @@
+"""The task closure: what the driver ships to each barrier task, and the node code it runs there.
+
+``NodePlan`` is plain data and the barrier task's body: Spark pickles it, and on the executor it
+imports the node's code by name (``NODE_CODE``), so that the driver's process never loads the
+node's modules and the node's modules never import the driver's.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .feed.stage import InStage
+
+#: The roles that train (and, with InputMode.SPARK, are fed); ps and evaluator run beside them.
+FOREGROUND_ROLES = ("chief", "master", "worker")
+
+#: What a barrier task runs, by module: ``run_node`` (``SparkBackend.barrier``) or, over its
+#: partition of the run's data, ``run_fed_node`` (``SparkBackend.barrier_over``).
+NODE_CODE = {"run_node": "tfos_notebook.runtime.node.task",
+             "run_fed_node": "tfos_notebook.runtime.node.feed.instage_task"}
+
+
+@dataclass
+class NodePlan:
+    """Everything a node needs, shipped to the executors in the task closure (pickled by Spark)."""
+
+    run_id: str
+    server_host: str
+    server_port: int
+    secret: bytes
+    main_fun: Any
+    args: Any
+    roles: list[tuple[str, int]]
+    default_fs: str
+    working_dir: str
+    model_dir: str | None = None
+    model_dir_probe: str | None = None  # the driver's probe file in a local model dir (driver/storage.py)
+    log_dir: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    legacy_keras: bool | None = None
+    attempt: int = 0
+    stop_grace_secs: float = 5.0
+    feed_buffer_bytes: int = 0  # > 0: InputMode.SPARK, chief and workers serve a data feed this big
+    instage: InStage | None = None  # each node's own task feeds it its partition
+
+    def __call__(self, task: int, gpus: list[str]) -> dict:  # the barrier task's body (SparkBackend.barrier)
+        return node_code("run_node")(self, task, gpus)
+
+    def fed(self, task: int, gpus: list[str], items: Iterator) -> Iterator:
+        """The barrier task's body over data (``SparkBackend.barrier_over``): the node, fed its partition."""
+        return node_code("run_fed_node")(self, task, gpus, items)
+
+
+def node_code(name: str) -> Callable:
+    """The node's function ``name`` (a key of ``NODE_CODE``), imported where the task runs."""
+    return getattr(importlib.import_module(NODE_CODE[name]), name)

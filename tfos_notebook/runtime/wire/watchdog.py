@@ -1,0 +1,19 @@
+"""A process that dies with its parent: a node's child (whose parent is the node's Python worker)
+and a TensorBoard (whose parent is the kernel that owns it) each watch theirs. The driver waits
+``WATCHDOG_SECS`` twice over for a lost node's child to be gone."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+WATCHDOG_SECS = 0.5  # how often the child checks that its node is alive
+
+
+def watch_parent(parent: int, interval: float = WATCHDOG_SECS) -> None:
+    """Kill this process and its whole process group as soon as ``parent`` is no longer its parent
+    (it died). Run it on a daemon thread of a process started with ``start_new_session=True``."""
+    while os.getppid() == parent:
+        time.sleep(interval)  # polling: nothing tells a process that its parent died
+    os.killpg(0, signal.SIGKILL)
