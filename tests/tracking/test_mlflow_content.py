@@ -8,6 +8,7 @@ import importlib.util
 import pytest
 
 from tfos_notebook.errors import ConfigError
+from tfos_notebook.runtime.wire.plan import chief_of
 from tfos_notebook.tracking import content as c
 from tfos_notebook.tracking.batch import MAX_ENTITIES, Pending
 from tfos_notebook.tracking.links import run_url
@@ -27,9 +28,9 @@ def test_params_count_the_runs_nodes_and_name_the_functions_args():
 
 
 def test_the_chief_is_the_chief_or_worker_0_without_one():
-    assert c.chief_of(ROLES) == ("chief", 0)
-    assert c.chief_of([("worker", 0), ("worker", 1)]) == ("worker", 0)
-    assert c.chief_of([("ps", 0), ("master", 0), ("worker", 0)]) == ("master", 0)
+    assert chief_of(ROLES) == ("chief", 0)
+    assert chief_of([("worker", 0), ("worker", 1)]) == ("worker", 0)
+    assert chief_of([("ps", 0), ("master", 0), ("worker", 0)]) == ("master", 0)
 
 
 def test_system_metrics_follow_mlflows_per_node_names():

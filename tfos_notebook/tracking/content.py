@@ -10,13 +10,14 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from ..runtime.wire.plan import FOREGROUND_ROLES
+
 # MLflow's limits (mlflow.utils.validation): values longer are cut to fit, so one long value never
 # costs a whole batch.
 MAX_PARAM_VALUE = 6000
 MAX_TAG_VALUE = 8000
 MAX_KEY = 250
 
-TRAINING_ROLES = ("chief", "master", "worker")
 STATUS_OF_STATE = {"finished": "FINISHED", "failed": "FAILED", "stopped": "KILLED"}
 
 TAG_RUN_ID = "tfos.run_id"
@@ -37,21 +38,13 @@ def safe_key(key: Any) -> str:
     return _UNSAFE_KEY.sub("_", str(key))[:MAX_KEY] or "_"
 
 
-def chief_of(roles: list[tuple[str, int]]) -> tuple[str, int]:
-    """The node whose metrics are the run's: the chief (or master), else worker 0, as on the nodes."""
-    for role, index in roles:
-        if role in ("chief", "master"):
-            return role, index
-    return "worker", 0
-
-
 def run_params(roles: list[tuple[str, int]], input_mode: str, args: Any) -> dict[str, str]:
     """The run's params: ``workers``, ``ps``, ``evaluator`` and ``input_mode`` from the run itself,
     then the function's ``args`` by name (a mapping, or an object's attributes: argparse's
     Namespace, the magic's options); other ``args`` are one param ``args``. ``None`` values are left
     out; an ``args`` name that says otherwise than the run is kept as ``args.<name>``."""
     params = {
-        "workers": str(sum(1 for r, _ in roles if r in TRAINING_ROLES)),
+        "workers": str(sum(1 for r, _ in roles if r in FOREGROUND_ROLES)),
         "ps": str(sum(1 for r, _ in roles if r == "ps")),
         "evaluator": str(any(r == "evaluator" for r, _ in roles)),
         "input_mode": input_mode,

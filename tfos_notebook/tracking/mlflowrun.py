@@ -4,7 +4,7 @@ An :class:`MlflowTracker` consumes the run's event stream like every view: its s
 queues what matters (the publisher never waits for MLflow), and a thread of its own creates the
 MLflow run, sends what gathered every ``FLUSH_SECS`` as batches, and once the run has ended logs
 the final metrics and the exported model and sets the status. The nodes never reach MLflow: their
-own MLflow calls come to the driver over the control channel (see ``runtime/mlflowrelay.py``).
+own MLflow calls come to the driver over the control channel (``runtime/node/mlflowrelay.py``).
 Nothing that goes wrong here fails the run: it is logged, and published as an ``MlflowRun`` event
 with its ``error``.
 """
@@ -23,19 +23,24 @@ from typing import Any, Protocol
 from ..runtime.driver.events import (
     Event,
     EventStream,
-    GpuStats,
-    LaunchSubmitted,
+    MlflowCalled,
     MlflowRun,
     ModelExported,
     RunFinished,
     Step,
-    TensorBoardStarted,
 )
+from ..runtime.wire.plan import chief_of
 from . import content as c
-from .batch import MAX_ENTITIES, Pending
+from .batch import MAX_ENTITIES
+from .fold import TRACKED, RunFold, millis
 from .links import run_url
 from .settings import TrackingConfig
 
+log = logging.getLogger(__name__)
+
+FLUSH_SECS = 2.0  # what gathered is sent at least this often (and when a request's worth is waiting)
+QUEUE_LIMIT = 100_000  # events waiting for the thread; past it, metric points are dropped and counted
+_QUIET = threading.Lock()
 
 class TrackedRun(Protocol):
     """What the tracker reads of a run (``runtime.driver.launch.Run``)."""
@@ -52,13 +57,6 @@ class TrackedRun(Protocol):
 
     @property
     def result(self) -> Any: ...  # the chief's return value, once the run ended
-
-log = logging.getLogger(__name__)
-
-FLUSH_SECS = 2.0  # what gathered is sent at least this often (and when a request's worth is waiting)
-QUEUE_LIMIT = 100_000  # events waiting for the thread; past it, metric points are dropped and counted
-TRACKED = (Step, GpuStats, LaunchSubmitted, TensorBoardStarted, ModelExported, RunFinished)
-_QUIET = threading.Lock()
 
 
 class MlflowTracker:
@@ -97,12 +95,8 @@ class MlflowTracker:
         self.dropped = 0
         self._client: Any = None
         self._queue: queue.Queue = queue.Queue(QUEUE_LIMIT)
-        self._pending = Pending()
-        self._owners = c.MetricOwners()
-        self._chief = c.chief_of(run.roles)
-        self._samples: dict[str, int] = {}  # system metric samples per node: their step
-        self._last_step = 0
-        self._export: ModelExported | None = None
+        self._fold = RunFold({})
+        self._chief = chief_of(run.roles)
         self._done = threading.Event()
         self._unsubscribe = lambda: None
         self._thread = threading.Thread(target=self._loop, daemon=True, name=f"tfos-mlflow-{run.run_id}")
@@ -123,7 +117,7 @@ class MlflowTracker:
 
     # -- the publisher's side ------------------------------------------------------------------
     def _enqueue(self, event: Event) -> None:
-        if isinstance(event, Step) and (event.role, event.index) != self._chief:
+        if isinstance(event, (Step, MlflowCalled)) and (event.role, event.index) != self._chief:
             return  # the run's metrics are the chief's; every node's are in the monitor
         if isinstance(event, TRACKED):
             self._put(event)
@@ -151,9 +145,11 @@ class MlflowTracker:
                 item = self._queue.get(timeout=max(0.0, next_send - time.monotonic()))
             except queue.Empty:
                 item = None
-            if item is not None:
-                ended = self._apply(item)
-            if ended is None and (time.monotonic() >= next_send or len(self._pending) >= MAX_ENTITIES):
+            if isinstance(item, RunFinished):
+                ended = item
+            elif item is not None:
+                self._fold.apply(item)
+            if ended is None and (time.monotonic() >= next_send or len(self._fold.pending) >= MAX_ENTITIES):
                 self._send()
                 next_send = time.monotonic() + FLUSH_SECS
         try:
@@ -185,7 +181,7 @@ class MlflowTracker:
                                   parent_run_id=self.parent_run_id, tags=tags, log_system_metrics=False)
         self.mlflow_run_id, self.experiment_id = active.info.run_id, active.info.experiment_id
         self.url = run_url(self.tracking_uri, self.experiment_id, self.mlflow_run_id, self.run.backend.conf)
-        self._pending.params.update(c.run_params(self.run.roles, self.run.input_mode, self.run.args))
+        self._fold = RunFold(c.run_params(self.run.roles, self.run.input_mode, self.run.args))
         self._publish()
 
     def _experiment_id(self) -> str | None:
@@ -203,36 +199,10 @@ class MlflowTracker:
         except MlflowException:  # created meanwhile by another run
             return self._client.get_experiment_by_name(self.config.experiment).experiment_id
 
-    def _apply(self, item: Any) -> RunFinished | None:
-        """Fold one queued item into what is pending; the run's end is returned."""
-        if isinstance(item, RunFinished):
-            return item
-        if isinstance(item, Step):
-            kept = self._owners.keep("report", c.finite_metrics(item.metrics))
-            self._pending.add_metrics(kept, item.step, _millis(item.t))
-            self._last_step = max(self._last_step, item.step)
-        elif isinstance(item, GpuStats):
-            self._sample(c.node_id(item.role, item.index), c.gpu_metrics(c.node_id(item.role, item.index), item.gpus),
-                         item.t)
-        elif isinstance(item, LaunchSubmitted):
-            if item.attempt:
-                self._pending.tags[c.TAG_ATTEMPTS] = str(item.attempt + 1)
-        elif isinstance(item, TensorBoardStarted):
-            self._pending.tags[c.TAG_TENSORBOARD] = item.url
-        elif isinstance(item, ModelExported):
-            self._export = item
-        return None
-
-    def _sample(self, node: str, metrics: dict[str, float], t: float) -> None:
-        """One system sample of ``node``: its steps count its samples, as MLflow's own monitor does."""
-        step = self._samples.get(node, 0)
-        self._samples[node] = step + 1
-        self._pending.add_metrics(metrics, step, _millis(t))
-
     def _send(self) -> None:
         from mlflow.entities import Metric, Param, RunTag
 
-        for request in self._pending.requests():
+        for request in self._fold.pending.requests():
             try:
                 self._client.log_batch(
                     self.mlflow_run_id,
@@ -245,25 +215,14 @@ class MlflowTracker:
 
     def _end(self, ended: RunFinished) -> None:
         """The run ended: the rest of its points, its final metrics and error, then its status."""
-        while True:  # what was queued before the end
-            try:
-                self._apply(self._queue.get_nowait())
-            except queue.Empty:
-                break
-        if ended.state == "finished":
-            self._pending.add_metrics(c.result_metrics(self.run.result, self._owners.owned()), self._last_step,
-                                      _millis(ended.t))
-        if ended.error:
-            self._pending.tags[c.TAG_ERROR] = c.error_tag(ended.error)
-        if self.dropped:
-            self._pending.tags["tfos.metric_points_dropped"] = str(self.dropped)
+        self._fold.finish(ended, self.run.result, self.dropped)
         self._send()
-        if ended.state == "finished" and self._export is not None:
-            self._log_model(self._export)
+        if ended.state == "finished" and self._fold.export is not None:
+            self._log_model(self._fold.export)
         try:
             with _no_url_printed():
                 self._client.set_terminated(self.mlflow_run_id, c.STATUS_OF_STATE.get(ended.state, "FAILED"),
-                                            end_time=_millis(ended.t))
+                                            end_time=millis(ended.t))
         except Exception as e:
             self._problem("the MLflow run's status was not set", e)
 
@@ -276,8 +235,7 @@ class MlflowTracker:
                 raise FileNotFoundError(f"{export.path} is not on the driver: {export.role}:{export.index} exported "
                                         "it to its own host's disk; export to storage the driver shares")
             log_exported_model(self._client, self.mlflow_run_id, self.experiment_id, export.path,
-                               export.keras == "tf_keras", self._last_step,
-                               c.run_params(self.run.roles, self.run.input_mode, self.run.args))
+                               export.keras == "tf_keras", self._fold.last_step, self._fold.params)
         except Exception as e:
             self._problem("the exported model was not logged", e)
             try:
@@ -291,10 +249,6 @@ class MlflowTracker:
         if self.error is None:  # the first problem is shown; later ones are in the log
             self.error = text
             self._publish()
-
-
-def _millis(t: float) -> int:
-    return int(t * 1000)
 
 
 @contextmanager

@@ -239,6 +239,7 @@ class Run(SparkFeeding, RunOutcome):
             model_dir_probe=self._model_dir_probe, log_dir=self.log_dir,
             env=self.env, legacy_keras=self.legacy_keras, stop_grace_secs=self.stop_grace_secs,
             feed_buffer_bytes=self.feed_buffer_bytes, instage=self.instage.spec if self.instage else None,
+            mlflow=self.tracking is not None,
         )
 
     def stop(self, timeout: float = 30.0) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from ..wire.plan import chief_of
 from .errors import ConfigError
 from .events import ClusterReady, RunFinished
 from .finding import Finding
@@ -65,10 +66,8 @@ class RunOutcome:
     @property
     def result(self) -> Any:
         """The chief's return value (worker 0's when there is no chief)."""
-        for n in self.nodes:
-            if n.role in ("chief", "master"):
-                return n.value
-        return next((n.value for n in self.nodes if n.role == "worker" and n.index == 0), None)
+        chief = chief_of([(n.role, n.index) for n in self.nodes])
+        return next((n.value for n in self.nodes if (n.role, n.index) == chief), None)
 
     def node_states(self) -> dict[str, str]:
         return {nd.name: nd.state.value for nd in self.nodes}

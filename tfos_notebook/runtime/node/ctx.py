@@ -5,7 +5,7 @@ from __future__ import annotations
 import getpass
 import json
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import Any
 
 from ..wire.paths import HADOOP_SCHEMES
 from ..wire.plan import FOREGROUND_ROLES
@@ -68,7 +68,7 @@ class NodeContext:
     attempt: int = 0
     model_dir_shared: bool = True
     mgr: Any = None
-    _status: IO[str] | None = field(default=None, repr=False, compare=False)
+    _status: Any = field(default=None, repr=False, compare=False)  # the child's statuspipe.StatusPipe
     _flusher: Any = field(default=None, repr=False, compare=False)
 
     @property
@@ -177,6 +177,28 @@ class NodeContext:
         return keras_callbacks(self, tensorboard=tensorboard, checkpoint=checkpoint, progress=progress,
                                backup=backup, flush_secs=flush_secs, **tensorboard_args)
 
+    def export(self, model: Any, path: str | None = None) -> str | None:
+        """Save the trained Keras ``model`` for serving, and tell the driver where it is.
+
+        Every node calls it (under a multi-worker strategy saving is collective): the chief saves
+        to ``path``, the others to a temporary directory they remove. ``path`` defaults to
+        ``<model_dir>/export`` (a SavedModel with tf-keras; ``export.keras`` with Keras 3); give one
+        on storage the driver shares. When the run is logged to MLflow, the driver logs it as the
+        run's MLflow model (``mlflow.tensorflow.load_model("runs:/<run id>/model")``) once the run
+        finished. Returns the chief's path (None on the other nodes).
+
+        Raises:
+            ValueError: no ``path`` and the run has no model_dir.
+        """
+        from ..wire.messages import ModelExport
+        from .summaries import export_model
+
+        saved = export_model(self, model, path)
+        if saved is None:
+            return None
+        self._emit(ModelExport(*saved))
+        return saved[0]
+
     def restore(self, checkpoint) -> str | None:
         """Restore ``checkpoint`` (a ``tf.train.Checkpoint``) from the newest checkpoint in
         ``ctx.model_dir``, as a node does when the run is relaunched after a node was lost
@@ -192,10 +214,7 @@ class NodeContext:
 
     def _emit(self, msg) -> None:
         if self._status is not None:
-            from ..wire.messages import to_json
-
-            self._status.write(to_json(msg) + "\n")
-            self._status.flush()
+            self._status.send(msg)
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
+import shutil
+import tempfile
 import threading
 import time
 import weakref
@@ -154,3 +157,22 @@ def keras_callbacks(ctx, tensorboard: bool = True, checkpoint: bool = True, prog
     if progress:
         callbacks.append(ReportProgress(ctx))
     return callbacks
+
+
+def export_model(ctx, model, path: str | None = None) -> tuple[str, str] | None:
+    """Save ``model`` as ``NodeContext.export`` says; on the chief, returns the path and the Keras
+    that saved it (``tf_keras`` or ``keras``)."""
+    legacy = _legacy_keras()
+    if path is None:
+        if not ctx.model_dir:
+            raise ValueError("ctx.export(model) needs a path, or a run with a model_dir (--model-dir) to export into")
+        path = f"{ctx.model_dir.rstrip('/')}/export" + ("" if legacy else ".keras")
+    if not ctx.is_chief:  # the others take part in the save, into a directory of their own
+        scratch = tempfile.mkdtemp(prefix="tfos-export-")
+        try:
+            model.save(os.path.join(scratch, os.path.basename(path.rstrip("/"))))
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        return None
+    model.save(path)
+    return path, "tf_keras" if legacy else "keras"

@@ -29,7 +29,7 @@ from ..wire.procs import kill_process_group
 from ..wire.versions import installed_versions
 from .ctx import NodeContext, tf_config
 from .feed.localfeed import LocalFeed
-from .gpusampler import GpuSampler
+from .gpusampler import GpuSampler, SystemSampler
 from .logship import LogShipper
 from .nodelink import Orders, read_result, report_leftovers, result_message
 from .nodeproc import Forwarder, pump_lines, pump_status, spawn_child
@@ -127,12 +127,13 @@ def run_node(plan: NodePlan, task: int, gpus: list[str], local_feed: LocalFeed |
         proc.stdin.close()
         conn.send(m.encode(m.NodeStateReport("running", proc.pid)))
         started.set()
-        sampler = GpuSampler(conn, gpus).start()
+        samplers = [GpuSampler(conn, gpus).start(), *([SystemSampler(conn).start()] if plan.mlflow else [])]
         try:
             return _supervise(plan, task, proc, status_r, result_path, orders, log_dir if ship_logs else None,
                               reporter, local_feed)
         finally:
-            sampler.stop()
+            for sampler in samplers:
+                sampler.stop()
     finally:
         kill_process_group(proc, 0.5)
         try:

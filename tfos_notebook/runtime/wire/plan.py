@@ -18,6 +18,15 @@ if TYPE_CHECKING:
 #: The roles that train (and, with InputMode.SPARK, are fed); ps and evaluator run beside them.
 FOREGROUND_ROLES = ("chief", "master", "worker")
 
+def chief_of(roles: list[tuple[str, int]]) -> tuple[str, int]:
+    """The node that saves models and whose metrics are the run's: the chief (or master), else
+    worker 0, as TensorFlow's strategies choose it."""
+    for role, index in roles:
+        if role in ("chief", "master"):
+            return role, index
+    return "worker", 0
+
+
 #: What a barrier task runs, by module: ``run_node`` (``SparkBackend.barrier``) or, over its
 #: partition of the run's data, ``run_fed_node`` (``SparkBackend.barrier_over``).
 NODE_CODE = {"run_node": "tfos_notebook.runtime.node.task",
@@ -46,6 +55,7 @@ class NodePlan:
     stop_grace_secs: float = 5.0
     feed_buffer_bytes: int = 0  # > 0: InputMode.SPARK, chief and workers serve a data feed this big
     instage: InStage | None = None  # each node's own task feeds it its partition
+    mlflow: bool = False  # the run is logged to MLflow: nodes relay their MLflow calls, sample CPU and memory
 
     def __call__(self, task: int, gpus: list[str]) -> dict:  # the barrier task's body (SparkBackend.barrier)
         return node_code("run_node")(self, task, gpus)
