@@ -149,6 +149,12 @@ def local_spark():
     return _slot.get("local", _local_conf(2))
 
 
+@pytest.fixture(scope="module")
+def module_local_spark():
+    """``local_spark`` for a module whose tests share one run (made by a module-scoped fixture)."""
+    return _slot.get("local", _local_conf(2))
+
+
 @pytest.fixture
 def local_spark4():
     """A local[4] SparkSession, for launches of more than two nodes (ps + chief + worker)."""
@@ -176,21 +182,11 @@ def mlflow_server(tmp_path_factory):
     server.stop()
 
 
-def tracking_env(monkeypatch, uri: str, username: str | None = None, password: str | None = None) -> None:
-    """Point this process's MLflow at ``uri`` (with credentials), as a notebook's environment would."""
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    for name, value in (("MLFLOW_TRACKING_USERNAME", username), ("MLFLOW_TRACKING_PASSWORD", password)):
-        if value is None:
-            monkeypatch.delenv(name, raising=False)
-        else:
-            monkeypatch.setenv(name, value)
-
-
 @pytest.fixture
 def sqlite_tracking(tmp_path, monkeypatch) -> str:
     """MLflow in this process logs to a local ``sqlite:`` store of the test's own."""
     uri = f"sqlite:///{tmp_path}/mlflow.db"
-    tracking_env(monkeypatch, uri)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     return uri
 
 
