@@ -17,7 +17,7 @@ from types import SimpleNamespace
 
 import pytest
 from mlflowserver import PASSWORD, USERNAME
-from nbhelpers import LONG_CELL, TRAINING_HELPERS, child_processes, wait_until
+from nbhelpers import DIGITS_MWMS, LONG_CELL, TRAINING_HELPERS, child_processes, wait_until
 
 from tfos_notebook.runtime.driver.errors import NodeError
 from tfos_notebook.runtime.driver.events import LaunchSubmitted, Step
@@ -29,15 +29,8 @@ CREDENTIALS = ("MLFLOW_TRACKING_TOKEN", "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRAC
 TRACKED_CELL = '''
 import os
 import mlflow
-import tensorflow as tf
 mlflow.autolog()                      # on every node, as cells copied from single-node notebooks do
-x, y = load_digits_arrays()
-strategy = tf.distribute.MultiWorkerMirroredStrategy()
-with strategy.scope():
-    model = build_model()
-options = tf.data.Options()
-options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(64).take(28).with_options(options)
+''' + DIGITS_MWMS + '''ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(64).take(28).with_options(options)
 model.fit(ds, epochs=args.epochs, callbacks=ctx.callbacks(tensorboard=False), verbose=0)
 mlflow.log_metric(f"logged_on_{ctx.job_name}", 1.0, step=args.epochs)
 ctx.export(model)
