@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 
 import pytest
 
@@ -121,3 +122,16 @@ def test_asking_for_mlflow_without_it_installed_fails_at_once_saying_how_to_inst
     monkeypatch.setenv("DATABRICKS_RUNTIME_VERSION", "15.4")
     monkeypatch.delenv("TFOS_MLFLOW", raising=False)
     assert resolve(None) is None  # the Databricks default needs MLflow: without it, no tracking
+
+
+def test_deciding_that_a_run_is_not_tracked_imports_no_mlflow():
+    # importing MLflow takes seconds: a launch outside Databricks, not asked to log, must not pay for it
+    import json
+    import subprocess
+    import sys
+
+    code = ("import json, sys\nfrom tfos_notebook.tracking.settings import resolve\n"
+            "assert resolve(None) is None\nprint(json.dumps([m for m in sys.modules if m.split('.')[0] == 'mlflow']))")
+    env = {k: v for k, v in os.environ.items() if k not in ("TFOS_MLFLOW", "DATABRICKS_RUNTIME_VERSION")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    assert json.loads(out.stdout) == []

@@ -20,6 +20,8 @@ from ..errors import ConfigError
 MLFLOW_ENV = "TFOS_MLFLOW"
 ENV_VALUES = ("auto", "on", "off")
 DATABRICKS_AUTOLOG_CONF = "spark.databricks.mlflow.autologging.enabled"
+DATABRICKS_MARKS = ("DATABRICKS_RUNTIME_VERSION", "DATABRICKS_ENV_VERSION")  # as MLflow looks for them
+DATABRICKS_VERSION_FILE = "/databricks/DBR_VERSION"
 INSTALL_HINT = "pip install 'tfos_notebook[mlflow]' (or pip install mlflow) on the driver"
 
 
@@ -79,8 +81,12 @@ def resolve(setting: bool | str | None, conf: Callable[[str], str | None] | None
 
 def autolog_is_default(conf: Callable[[str], str | None] | None = None) -> bool:
     """Whether this driver runs where MLflow autologging is on by default: a Databricks runtime with
-    MLflow installed, whose cluster did not turn autologging off."""
-    if not mlflow_installed():
+    MLflow installed, whose cluster did not turn autologging off.
+
+    Only where Databricks' marks are (its runtime's environment variables, ``/databricks/DBR_VERSION``)
+    is MLflow imported to tell: importing it takes seconds, which no launch elsewhere pays."""
+    marked = any(os.environ.get(name) for name in DATABRICKS_MARKS) or os.path.exists(DATABRICKS_VERSION_FILE)
+    if not marked or not mlflow_installed():
         return False
     from mlflow.utils.databricks_utils import is_in_databricks_runtime
 
