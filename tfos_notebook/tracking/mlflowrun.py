@@ -138,24 +138,29 @@ class MlflowTracker:
             self._problem("the MLflow run could not be created", e)
             self._complete()
             return
-        ended: RunFinished | None = None
+        try:
+            self._end(self._follow())
+        except Exception as e:  # a bug here must neither hang run.wait() nor touch the run
+            log.exception("run %s: MLflow logging stopped", self.run.name)
+            self._problem("MLflow logging stopped", e)
+        finally:
+            self._complete()
+
+    def _follow(self) -> RunFinished:
+        """Fold the queued events in and send what gathers, until the run ends."""
         next_send = time.monotonic() + FLUSH_SECS
-        while ended is None:
+        while True:
             try:
                 item = self._queue.get(timeout=max(0.0, next_send - time.monotonic()))
             except queue.Empty:
                 item = None
             if isinstance(item, RunFinished):
-                ended = item
-            elif item is not None:
+                return item
+            if item is not None:
                 self._fold.apply(item)
-            if ended is None and (time.monotonic() >= next_send or len(self._fold.pending) >= MAX_ENTITIES):
+            if time.monotonic() >= next_send or len(self._fold.pending) >= MAX_ENTITIES:
                 self._send()
                 next_send = time.monotonic() + FLUSH_SECS
-        try:
-            self._end(ended)
-        finally:
-            self._complete()
 
     def _complete(self) -> None:
         self._unsubscribe()
