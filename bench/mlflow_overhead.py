@@ -1,4 +1,4 @@
-"""P9: what logging a run to MLflow costs the training: step time with MLflow on beside off.
+"""What logging a run to MLflow costs the training: step time with MLflow on beside off.
 
 One process, one local[2] SparkSession, 2-worker Keras runs (MultiWorkerMirroredStrategy on the
 digits data) that report every step with ``ctx.report``, alternating MLflow off and on
@@ -76,7 +76,7 @@ def one_run(spark, mlflow_on: bool, args: dict, warmup: int) -> dict:
     from tfos_notebook import Run
 
     started = time.perf_counter()
-    run = Run(spark, train, args, 2, mlflow=mlflow_on, name=f"p9-{'on' if mlflow_on else 'off'}").start()
+    run = Run(spark, train, args, 2, mlflow=mlflow_on, name=f"mlflow-{'on' if mlflow_on else 'off'}").start()
     steps = run.wait(600)[warmup:]
     tracked = run.tracking
     return {"mode": "on" if mlflow_on else "off", "median_ms": 1000 * statistics.median(steps),
@@ -95,7 +95,7 @@ def main() -> None:
     a = parser.parse_args()
     from pyspark.sql import SparkSession
 
-    root = tempfile.mkdtemp(prefix="tfos-p9-")
+    root = tempfile.mkdtemp(prefix="tfos-mlflow-bench-")
     server = None
     if a.store == "http":
         from mlflowserver import PASSWORD, USERNAME, MlflowServer
