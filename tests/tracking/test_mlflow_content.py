@@ -79,17 +79,19 @@ def test_pending_values_are_cut_into_requests_mlflow_accepts():
 
 
 def test_run_links_point_at_the_server_or_workspace_that_shows_the_run(monkeypatch):
+    monkeypatch.delenv("DATABRICKS_HOST", raising=False)
     assert run_url("http://127.0.0.1:5000/", "3", "abc") == "http://127.0.0.1:5000/#/experiments/3/runs/abc"
     assert run_url("sqlite:////tmp/mlflow.db", "3", "abc") is None
-    # a Databricks cluster's conf, recorded (no workspace here): the run's page in the workspace
-    conf = {"spark.databricks.workspaceUrl": "adb-123.4.azuredatabricks.net"}.get
-    assert run_url("databricks", "7", "abc", conf) == "https://adb-123.4.azuredatabricks.net/ml/experiments/7/runs/abc"
-    assert run_url("databricks", "7", "abc", lambda key: None) is None
+    # the browser host of a Databricks context (recorded: there is no workspace here)
+    assert run_url("databricks", "7", "abc", "adb-123.4.azuredatabricks.net") == (
+        "https://adb-123.4.azuredatabricks.net/ml/experiments/7/runs/abc")
+    assert run_url("databricks", "7", "abc") is None
+    monkeypatch.setenv("DATABRICKS_HOST", "https://dbc-1.cloud.databricks.com/")  # a client off Databricks
+    assert run_url("databricks", "7", "abc") == "https://dbc-1.cloud.databricks.com/ml/experiments/7/runs/abc"
 
 
 def test_a_run_is_tracked_as_its_setting_and_the_environment_say(monkeypatch):
     monkeypatch.delenv("TFOS_MLFLOW", raising=False)
-    monkeypatch.delenv("DATABRICKS_RUNTIME_VERSION", raising=False)
     assert resolve(None) is None and resolve(False) is None
     assert resolve(True) == TrackingConfig() and resolve("digits") == TrackingConfig("digits")
     monkeypatch.setenv("TFOS_MLFLOW", "on")
@@ -103,11 +105,16 @@ def test_a_run_is_tracked_as_its_setting_and_the_environment_say(monkeypatch):
 
 def test_databricks_tracks_by_default_unless_its_autologging_is_off(monkeypatch):
     monkeypatch.delenv("TFOS_MLFLOW", raising=False)
-    monkeypatch.setenv("DATABRICKS_RUNTIME_VERSION", "15.4")  # stands in for a Databricks runtime
-    assert resolve(None, conf=lambda key: None) == TrackingConfig()
-    assert resolve(None, conf={"spark.databricks.mlflow.autologging.enabled": "false"}.get) is None
+
+    def unreadable(key: str):
+        raise RuntimeError(f"[CONFIG_NOT_AVAILABLE] Configuration {key} is not available.")
+
+    assert resolve(None, on_databricks=True, conf=lambda key: None) == TrackingConfig()
+    assert resolve(None, on_databricks=True, conf=unreadable) == TrackingConfig()
+    assert resolve(None, on_databricks=True, conf={"spark.databricks.mlflow.autologging.enabled": "false"}.get) is None
+    assert resolve(None, on_databricks=False, conf=lambda key: None) is None
     monkeypatch.setenv("TFOS_MLFLOW", "off")
-    assert resolve(None) is None
+    assert resolve(None, on_databricks=True) is None
 
 
 def test_asking_for_mlflow_without_it_installed_fails_at_once_saying_how_to_install(monkeypatch):
@@ -119,9 +126,8 @@ def test_asking_for_mlflow_without_it_installed_fails_at_once_saying_how_to_inst
         "mlflow='digits' logs the run to MLflow, which is not installed here: pip install "
         "'tfos_notebook[mlflow]' (or pip install mlflow) on the driver, or turn it off (--no-mlflow, "
         "Run(..., mlflow=False), TFOS_MLFLOW=off)")
-    monkeypatch.setenv("DATABRICKS_RUNTIME_VERSION", "15.4")
     monkeypatch.delenv("TFOS_MLFLOW", raising=False)
-    assert resolve(None) is None  # the Databricks default needs MLflow: without it, no tracking
+    assert resolve(None, on_databricks=True) is None  # the Databricks default needs MLflow: without it, no tracking
 
 
 def test_deciding_that_a_run_is_not_tracked_imports_no_mlflow():
@@ -132,6 +138,6 @@ def test_deciding_that_a_run_is_not_tracked_imports_no_mlflow():
 
     code = ("import json, sys\nfrom tfos_notebook.tracking.settings import resolve\n"
             "assert resolve(None) is None\nprint(json.dumps([m for m in sys.modules if m.split('.')[0] == 'mlflow']))")
-    env = {k: v for k, v in os.environ.items() if k not in ("TFOS_MLFLOW", "DATABRICKS_RUNTIME_VERSION")}
+    env = {k: v for k, v in os.environ.items() if k != "TFOS_MLFLOW"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
     assert json.loads(out.stdout) == []

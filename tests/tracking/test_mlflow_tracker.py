@@ -23,9 +23,14 @@ from tfos_notebook.tracking.settings import TrackingConfig
 RUN = "20250101-000000-abcdef"
 
 
-class Conf:
+class Backend:
+    """A Spark backend off Databricks, as far as the tracker reads one."""
+
     def conf(self, key: str, default: str | None = None) -> str | None:
         return {"spark.app.id": "local-1"}.get(key, default)
+
+    def databricks(self) -> None:
+        return None
 
 
 @dataclass
@@ -38,7 +43,7 @@ class FakeRun:
     input_mode: str = "tensorflow"
     args: Any = field(default_factory=lambda: {"lr": 0.01})
     events: EventStream = field(default_factory=EventStream)
-    backend: Conf = field(default_factory=Conf)
+    backend: Backend = field(default_factory=Backend)
     result: Any = None
 
 

@@ -1,7 +1,13 @@
-"""A TensorBoard panel: an iframe on TensorBoard's URL with a show/hide toggle, from core widgets.
+"""A TensorBoard panel: an iframe on TensorBoard's URL with a show/hide toggle and a plain link that
+opens it in a new tab, from core widgets.
 
-The monitor places the panel's two parts apart (the toggle in its header, the frame below the
-logs); ``%tfos_tensorboard`` displays a panel on its own (``widget`` holds both parts).
+The link is what always works: a widget may be drawn in a frame of another origin than the page
+(Databricks serves its widgets from a domain of their own), where TensorBoard's page may lack the
+session cookie of the proxy in front of it or be refused in a frame; a new tab opens the URL on
+its own.
+
+The monitor places the panel's parts apart (the toggle and the link in its header, the frame below
+the logs); ``%tfos_tensorboard`` displays a panel on its own (``widget`` holds them all).
 """
 
 from __future__ import annotations
@@ -10,14 +16,15 @@ import html
 from typing import Any
 
 DEFAULT_HEIGHT = 600
+LINK_TEXT = "Open TensorBoard in a new tab"
 
 
 class TensorBoardPanel:
     """TensorBoard in an iframe, hidden until :meth:`show` gives it a URL.
 
     ``toggle`` (a ToggleButton) shows or hides ``frame`` (an HTML widget holding the iframe, or a
-    one-line note once TensorBoard is stopped or failed to start); ``url`` is what the iframe
-    shows (None without one).
+    one-line note once TensorBoard is stopped or failed to start); ``link`` (an HTML widget) opens
+    the same URL in a new tab; ``url`` is what the iframe shows (None without one).
     """
 
     def __init__(self) -> None:
@@ -28,16 +35,17 @@ class TensorBoardPanel:
                                      tooltip="Show or hide the run's TensorBoard",
                                      layout=w.Layout(width="auto", display="none"))
         self.frame = w.HTML(layout=w.Layout(display="none"))
+        self.link = w.HTML(layout=w.Layout(display="none", margin="0 0.5em"))
         self.toggle.observe(self._toggled, names="value")
         self._widget = None
 
     @property
     def widget(self) -> Any:
-        """The toggle above the frame, for a panel shown on its own."""
+        """The toggle and the link above the frame, for a panel shown on its own."""
         if self._widget is None:
             import ipywidgets as w
 
-            self._widget = w.VBox([self.toggle, self.frame])
+            self._widget = w.VBox([w.HBox([self.toggle, self.link]), self.frame])
         return self._widget
 
     def show(self, url: str, height: int = DEFAULT_HEIGHT) -> None:
@@ -46,6 +54,8 @@ class TensorBoardPanel:
         self.url = url
         self.frame.value = (f'<iframe src="{src}" title="TensorBoard" '
                             f'style="width:100%;height:{int(height)}px;border:0"></iframe>')
+        self.link.value = f'<a href="{src}" target="_blank" rel="noopener">{LINK_TEXT}</a>'
+        self.link.layout.display = ""
         self.toggle.layout.display = ""
         self.toggle.value = True
         self.frame.layout.display = ""
@@ -55,6 +65,7 @@ class TensorBoardPanel:
         colour = "#b91c1c" if error else "#6b7280"
         self.url = None
         self.frame.value = f'<div style="color:{colour}">{html.escape(text)}</div>'
+        self.link.layout.display = "none"
         self.toggle.layout.display = "none"
         self.frame.layout.display = ""
 

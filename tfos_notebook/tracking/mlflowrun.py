@@ -53,7 +53,7 @@ class TrackedRun(Protocol):
     events: EventStream
 
     @property
-    def backend(self) -> Any: ...  # its SparkBackend: ``conf(key)``
+    def backend(self) -> Any: ...  # its SparkBackend: ``conf(key)``, ``databricks()``
 
     @property
     def result(self) -> Any: ...  # the chief's return value, once the run ended
@@ -185,7 +185,9 @@ class MlflowTracker:
         active = mlflow.start_run(experiment_id=self._experiment_id(), run_name=self.run.name,
                                   parent_run_id=self.parent_run_id, tags=tags, log_system_metrics=False)
         self.mlflow_run_id, self.experiment_id = active.info.run_id, active.info.experiment_id
-        self.url = run_url(self.tracking_uri, self.experiment_id, self.mlflow_run_id, self.run.backend.conf)
+        databricks = self.run.backend.databricks()
+        self.url = run_url(self.tracking_uri, self.experiment_id, self.mlflow_run_id,
+                           databricks.browser_host if databricks is not None else None)
         self._fold = RunFold(c.run_params(self.run.roles, self.run.input_mode, self.run.args))
         self._publish()
 

@@ -4,8 +4,9 @@
 ``True`` (log into the notebook's current experiment), an experiment name, ``False`` (do not log),
 or ``None``: what the ``TFOS_MLFLOW`` environment variable says (``%tfos_config mlflow ...`` sets
 it in a kernel): ``on``, ``off`` or ``auto`` (the default). ``auto`` logs where MLflow autologging
-is the platform's default, which is Databricks (detected as MLflow detects it), unless the cluster
-turned autologging off with the Spark conf ``spark.databricks.mlflow.autologging.enabled false``.
+is the platform's default, which is Databricks (the Spark backend's Databricks context, read as
+MLflow reads it) with MLflow installed, unless the cluster turned autologging off with the Spark
+conf ``spark.databricks.mlflow.autologging.enabled false``.
 """
 
 from __future__ import annotations
@@ -20,8 +21,6 @@ from ..errors import ConfigError
 MLFLOW_ENV = "TFOS_MLFLOW"
 ENV_VALUES = ("auto", "on", "off")
 DATABRICKS_AUTOLOG_CONF = "spark.databricks.mlflow.autologging.enabled"
-DATABRICKS_MARKS = ("DATABRICKS_RUNTIME_VERSION", "DATABRICKS_ENV_VERSION")  # as MLflow looks for them
-DATABRICKS_VERSION_FILE = "/databricks/DBR_VERSION"
 INSTALL_HINT = "pip install 'tfos_notebook[mlflow]' (or pip install mlflow) on the driver"
 
 
@@ -45,11 +44,14 @@ def require_mlflow(what: str) -> None:
                           "or turn it off (--no-mlflow, Run(..., mlflow=False), TFOS_MLFLOW=off)")
 
 
-def resolve(setting: bool | str | None, conf: Callable[[str], str | None] | None = None) -> TrackingConfig | None:
+def resolve(setting: bool | str | None, on_databricks: bool = False,
+            conf: Callable[[str], str | None] | None = None) -> TrackingConfig | None:
     """The tracking a run gets from its ``mlflow`` setting (see the module's docstring); None: none.
 
     Args:
         setting: ``True``, an experiment name, ``False``, or ``None`` (the environment decides).
+        on_databricks: whether the driver runs on Databricks (``SparkBackend.databricks()``, read as
+            MLflow reads it).
         conf: reads a Spark conf key (None when unset), for the Databricks autologging switch.
 
     Raises:
@@ -74,23 +76,19 @@ def resolve(setting: bool | str | None, conf: Callable[[str], str | None] | None
     if value == "on":
         require_mlflow(f"{MLFLOW_ENV}=on")
         return TrackingConfig()
-    if value == "auto" and autolog_is_default(conf):
+    if value == "auto" and on_databricks and autolog_is_default(conf):
         return TrackingConfig()
     return None
 
 
 def autolog_is_default(conf: Callable[[str], str | None] | None = None) -> bool:
-    """Whether this driver runs where MLflow autologging is on by default: a Databricks runtime with
-    MLflow installed, whose cluster did not turn autologging off.
-
-    Only where Databricks' marks are (its runtime's environment variables, ``/databricks/DBR_VERSION``)
-    is MLflow imported to tell: importing it takes seconds, which no launch elsewhere pays."""
-    marked = any(os.environ.get(name) for name in DATABRICKS_MARKS) or os.path.exists(DATABRICKS_VERSION_FILE)
-    if not marked or not mlflow_installed():
+    """Whether MLflow autologging is on by default on this Databricks driver: MLflow is installed
+    (the ML runtimes) and the cluster did not turn autologging off (a conf that cannot be read
+    leaves it on)."""
+    if not mlflow_installed():
         return False
-    from mlflow.utils.databricks_utils import is_in_databricks_runtime
-
-    if not is_in_databricks_runtime():
-        return False
-    switch = conf(DATABRICKS_AUTOLOG_CONF) if conf is not None else None
+    try:
+        switch = conf(DATABRICKS_AUTOLOG_CONF) if conf is not None else None
+    except Exception:  # [CONFIG_NOT_AVAILABLE] on some compute: the default stands
+        switch = None
     return (switch or "true").strip().lower() != "false"
