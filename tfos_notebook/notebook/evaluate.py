@@ -39,6 +39,7 @@ import psutil
 
 from ..errors import ConfigError, TFOSError
 from ..runtime.wire.paths import SHARED_STORAGE
+from ..runtime.wire.procs import lower_thread_priority
 from ..runtime.wire.versions import tf_keras_installed
 from ..state import registry
 from ..state.files import state_dir
@@ -51,7 +52,6 @@ from .view import format_metrics
 log = logging.getLogger(__name__)
 
 PREFIX = "[tfos]"
-NICE_INCREMENT = 10
 
 Metrics = dict[str, float]
 
@@ -172,7 +172,7 @@ class Evaluation:
             log.warning("evaluation of run %s: cannot write its registry record: %s", self.run_name, e)
 
     def _loop(self) -> None:
-        _lower_priority()
+        lower_thread_priority()
         self._publish()
         try:
             self._say(f"watching {self.scanner.model_dir} for checkpoints every {self.every:g}s")
@@ -440,13 +440,3 @@ def _checkpoints(n: int) -> str:
 def _one_line(e: BaseException) -> str:
     text = str(e).strip().splitlines()
     return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
-
-
-def _lower_priority() -> None:
-    """Lower this thread's CPU priority (Linux nices threads one by one; TensorFlow's thread pools,
-    created by the first thread that runs an op, inherit it)."""
-    try:
-        tid = threading.get_native_id()
-        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + NICE_INCREMENT))
-    except (AttributeError, OSError):  # not Linux, or not allowed: run at normal priority
-        pass

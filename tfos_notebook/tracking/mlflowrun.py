@@ -30,6 +30,7 @@ from ..runtime.driver.events import (
     Step,
 )
 from ..runtime.wire.plan import chief_of
+from ..runtime.wire.procs import lower_thread_priority
 from . import content as c
 from .batch import MAX_ENTITIES
 from .fold import TRACKED, RunFold, millis
@@ -132,6 +133,7 @@ class MlflowTracker:
 
     # -- the thread ----------------------------------------------------------------------------
     def _loop(self) -> None:
+        lower_thread_priority()  # on a driver that shares its cores with nodes (local mode), nodes come first
         try:
             self._create()
         except Exception as e:  # no tracking store, a refused experiment...: the run goes on untracked
