@@ -19,7 +19,7 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON ?= $(abspath $(PY))
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: demo test check lint venv clean bench bench-connect bench-feed bench-tensorboard bench-kernel bench-scale labext ui-deps chromium lab
+.PHONY: demo test check lint venv clean bench bench-connect bench-feed bench-tensorboard bench-kernel bench-scale bench-mlflow labext ui-deps chromium lab
 
 $(PY):
 	$(PYTHON) -m venv --without-pip $(VENV)
@@ -93,6 +93,9 @@ bench-kernel: $(TEST_STAMP)
 
 bench-scale: $(TEST_STAMP)
 	$(PY) bench/scale.py
+
+bench-mlflow: $(STAMP)
+	$(PY) bench/mlflow_overhead.py
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache node_modules labextension/ui-tests/node_modules \

@@ -249,6 +249,12 @@ def local_spark():
     return _slot.get("local", _local_conf(2))
 
 
+@pytest.fixture(scope="module")
+def module_local_spark():
+    """``local_spark`` for a module whose tests share one run (made by a module-scoped fixture)."""
+    return _slot.get("local", _local_conf(2))
+
+
 @pytest.fixture
 def local_ssl_spark():
     """A local[2] SparkSession of a cluster that asks for encrypted traffic (``spark.ssl.enabled``)."""
@@ -270,6 +276,24 @@ def _wait_for_executors(sc, n: int, timeout: float = 60.0) -> None:
             return
         time.sleep(0.2)
     raise TimeoutError(f"{n} executors did not register within {timeout}s")
+
+
+@pytest.fixture(scope="session")
+def mlflow_server(tmp_path_factory):
+    """A real MLflow tracking server over HTTP, with basic auth, started once (see mlflowserver.py)."""
+    from mlflowserver import MlflowServer
+
+    server = MlflowServer(str(tmp_path_factory.mktemp("mlflow-server"))).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def sqlite_tracking(tmp_path, monkeypatch) -> str:
+    """MLflow in this process logs to a local ``sqlite:`` store of the test's own."""
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    return uri
 
 
 @pytest.fixture

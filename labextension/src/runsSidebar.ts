@@ -172,6 +172,9 @@ export class RunsSidebar extends Widget {
       open.title = "Open the run's TensorBoard";
       actions.append(open);
     }
+    if (training && run.mlflow_url) {
+      actions.append(this.mlflowLink(run, run.mlflow_url));
+    }
     if (training && !run.ended) {
       const stop = this.button('Stop', 'tfos-RunRow-stop', async () => {
         stop.disabled = true;
@@ -182,6 +185,20 @@ export class RunsSidebar extends Widget {
     }
     item.append(name, state, details, curve, metrics, actions);
     return item;
+  }
+
+  /** A link to the run's MLflow run, opened in a new browser tab (the MLflow UI is its own app). */
+  private mlflowLink(run: IRun, url: string): HTMLAnchorElement {
+    const link = document.createElement('a');
+    link.className = 'jp-mod-styled tfos-RunRow-mlflow';
+    link.textContent = 'MLflow';
+    link.href = url;
+    link.target = '_blank';
+    link.rel = 'noopener';
+    link.title = run.mlflow_error
+      ? `The run's MLflow run (MLflow: ${run.mlflow_error})`
+      : `The run's MLflow run ${run.mlflow_run_id ?? ''}`;
+    return link;
   }
 
   private button(label: string, className: string, onClick: () => void): HTMLButtonElement {

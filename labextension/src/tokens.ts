@@ -96,4 +96,10 @@ export interface IRun {
   error: string | null;
   /** null without a TensorBoard, or when it went with the run's kernel (lost). */
   tensorboard_url: string | null;
+  /** The run's MLflow run, when it is logged to MLflow (`%%tfos_train --mlflow`). */
+  mlflow_run_id?: string | null;
+  /** Its page in the MLflow UI (null for a store no UI serves, such as `sqlite:`). */
+  mlflow_url?: string | null;
+  /** Why its MLflow logging failed, if it did. */
+  mlflow_error?: string | null;
 }

@@ -124,3 +124,30 @@ def test_the_runs_registry_and_tfos_evaluate_follow_a_connect_run(ip, connect_sp
     entry = registry.get_run(f"{record.run_id}-eval")
     assert (entry.kind, entry.parent, entry.state, entry.step) == ("evaluation", record.run_id, "finished", 3)
     assert list(Path(record.eval_dir).glob("events.out.tfevents.*"))  # the run's TensorBoard shows it as run eval
+
+
+LOGGING_CELL = '''
+import mlflow
+for step in range(3):
+    ctx.report(step, loss=1.0 / (step + 1))
+mlflow.log_metric("logged_by", 10 * ctx.executor_id + 1, step=1)   # on every node: the chief's counts
+return {"accuracy": 0.5}
+'''
+
+
+def test_a_run_on_a_connect_session_is_one_mlflow_run_logged_by_the_driver(ip, connect_spark, sqlite_tracking):
+    import mlflow
+
+    result = ip.run_cell(f"%%tfos_train --workers 2 --mlflow connect --name logged --monitor none --no-tensorboard "
+                         f"--wait\n{LOGGING_CELL}")
+    assert result.success, result.error_in_exec
+    run = ip.user_ns["logged"].run
+    assert run.backend.kind == "connect"
+    (logged,) = mlflow.search_runs(experiment_names=["connect"], output_format="list")
+    assert (logged.info.status, logged.data.params["workers"], logged.data.tags["tfos.run_id"]) == (
+        "FINISHED", "2", run.run_id)
+    client = mlflow.MlflowClient()
+    assert [m.step for m in client.get_metric_history(logged.info.run_id, "loss")] == [0, 1, 2]
+    assert logged.data.metrics["logged_by"] == 1.0 and logged.data.metrics["accuracy"] == 0.5
+    for node in ("chief_0", "worker_0"):
+        assert client.get_metric_history(logged.info.run_id, f"system/{node}/cpu_utilization_percentage")

@@ -23,8 +23,8 @@ def build_model(width=32):
     return model
 '''
 
-# A 2-worker Keras run on the digits data (MultiWorkerMirroredStrategy): the cell of the tests.
-TRAINING_CELL = '''
+# The digits data and a model under MultiWorkerMirroredStrategy, each worker reading its share.
+DIGITS_MWMS = '''
 import tensorflow as tf
 x, y = load_digits_arrays()
 strategy = tf.distribute.MultiWorkerMirroredStrategy()
@@ -32,7 +32,10 @@ with strategy.scope():
     model = build_model()
 options = tf.data.Options()
 options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(2048, seed=1).repeat().batch(64).with_options(options)
+'''
+
+# A 2-worker Keras run on the digits data (MultiWorkerMirroredStrategy): the cell of the tests.
+TRAINING_CELL = DIGITS_MWMS + '''ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(2048, seed=1).repeat().batch(64).with_options(options)
 
 class Report(tf.keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import socket
 import statistics
@@ -217,5 +218,23 @@ def test_input_mode_spark_with_as_many_slots_as_nodes_feeds_each_node_from_its_o
 def test_help_lists_every_option(ip):
     doc = ip.find_cell_magic("tfos_train").__doc__
     for option in ("--workers", "--ps", "--evaluator", "--input-mode", "--data", "--epochs", "--gpus", "--logdir",
-                   "--model-dir", "--name", "--reservation-timeout", "--wait", "--local", "--monitor", "--no-tensorboard"):
+                   "--model-dir", "--name", "--reservation-timeout", "--wait", "--local", "--monitor", "--no-tensorboard",
+                   "--mlflow", "--no-mlflow"):
         assert option in doc
+
+
+def test_tfos_config_lists_and_sets_the_kernels_settings(ip, capsys, monkeypatch):
+    monkeypatch.delenv("TFOS_MLFLOW", raising=False)
+    monkeypatch.setenv("TFOS_MONITOR", "text")
+    ip.run_line_magic("tfos_config", "")
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[:2] for line in lines] == [["mlflow", "auto"], ["monitor", "text"]]
+    assert lines[1].startswith("monitor  text (TFOS_MONITOR)")
+    ip.run_line_magic("tfos_config", "mlflow OFF")
+    assert capsys.readouterr().out == "[tfos] mlflow = off for the runs this kernel starts (TFOS_MLFLOW=off)\n"
+    assert os.environ["TFOS_MLFLOW"] == "off"
+    for line, message in (("mlflow sometimes", "mlflow takes auto, on, off, not 'sometimes'"),
+                          ("colour blue", "no setting 'colour': the settings are mlflow, monitor"),
+                          ("mlflow", "%tfos_config mlflow needs a value, e.g. %tfos_config mlflow off")):
+        result = ip.run_cell(f"%tfos_config {line}")
+        assert isinstance(result.error_in_exec, ConfigError) and str(result.error_in_exec) == message

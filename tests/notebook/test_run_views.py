@@ -19,6 +19,7 @@ from tfos_notebook.runtime.driver.events import (
     FindingRaised,
     LaunchSubmitted,
     Log,
+    MlflowRun,
     RunFinished,
     RunStateChanged,
     Step,
@@ -252,3 +253,28 @@ def test_curves_keep_a_bounded_number_of_points_spanning_the_whole_run():
         view.apply(Step(RUN, task=0, role="chief", index=0, step=i, metrics={"loss": 1.0, "accuracy": 0.5}))
     points = view.rows[0].curves["loss"]
     assert len(points) <= MAX_CURVE_POINTS and points[0][0] == 0 and points[-1][0] == 4999
+
+
+def test_the_monitor_and_the_text_lines_link_the_runs_mlflow_run():
+    created = MlflowRun(RUN, mlflow_run_id="4f2a", experiment_id="3", tracking_uri="http://127.0.0.1:5000",
+                        url="http://127.0.0.1:5000/#/experiments/3/runs/4f2a")
+    failed = MlflowRun(RUN, mlflow_run_id="4f2a", experiment_id="3", tracking_uri="http://127.0.0.1:5000",
+                       url=created.url, error="12 metric points, 0 params and 0 tags were not logged: "
+                                              "MlflowException: API request failed", complete=True)
+    monitor = Monitor("digits", RUN, on_stop=lambda: None)
+    lines: list[str] = []
+    text = TextMonitor("digits", RUN, write=lines.append)
+    for view in (monitor, text):
+        view.update([*two_node_run(steps=1)[:2], created])
+    assert ('<a class="tfos-mlflow" href="http://127.0.0.1:5000/#/experiments/3/runs/4f2a" target="_blank" '
+            'rel="noopener" title="The MLflow run of this run">MLflow run</a>') in monitor.header.value
+    text.update([failed])
+    assert lines[-2:] == ["[tfos] digits: MLflow run at http://127.0.0.1:5000/#/experiments/3/runs/4f2a",
+                          "[tfos] digits: MLflow: 12 metric points, 0 params and 0 tags were not logged: "
+                          "MlflowException: API request failed"]
+    local = MlflowRun(RUN, mlflow_run_id="4f2a", experiment_id="0", tracking_uri="sqlite:////tmp/mlflow.db")
+    monitor.update([local])
+    assert ('<span class="tfos-mlflow" title="sqlite:////tmp/mlflow.db">MLflow run 4f2a</span>'
+            in monitor.header.value)
+    TextMonitor("r", RUN, write=lines.append).update([local])
+    assert lines[-1] == "[tfos] r: MLflow run 4f2a in sqlite:////tmp/mlflow.db"

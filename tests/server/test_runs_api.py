@@ -69,6 +69,13 @@ async def test_a_databricks_driver_proxy_url_is_passed_through(jp_fetch):
     assert json.loads((await jp_fetch(*API, "runs", "20261122-080350-eeeeee")).body)["tensorboard_url"] == url
 
 
+async def test_a_run_logged_to_mlflow_carries_its_mlflow_runs_link(jp_fetch):
+    url = "https://adb-1.2.azuredatabricks.net/ml/experiments/7/runs/4f2a"
+    put("20261122-080370-eeeeee", mlflow_run_id="4f2a", mlflow_url=url, mlflow_tracking_uri="databricks")
+    run = json.loads((await jp_fetch(*API, "runs", "20261122-080370-eeeeee")).body)
+    assert (run["mlflow_run_id"], run["mlflow_url"], run["mlflow_error"]) == ("4f2a", url, None)
+
+
 async def test_a_run_without_tensorboard_has_no_url(jp_fetch):
     put("20261122-080400-eeeeee")
     assert json.loads((await jp_fetch(*API, "runs", "20261122-080400-eeeeee")).body)["tensorboard_url"] is None

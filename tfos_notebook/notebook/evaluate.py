@@ -39,6 +39,7 @@ import psutil
 
 from ..errors import ConfigError, TFOSError
 from ..runtime.wire.paths import SHARED_STORAGE
+from ..runtime.wire.procs import lower_thread_priority
 from ..runtime.wire.versions import tf_keras_installed
 from ..state import registry
 from ..state.files import state_dir
@@ -51,7 +52,6 @@ from .view import format_metrics
 log = logging.getLogger(__name__)
 
 PREFIX = "[tfos]"
-NICE_INCREMENT = 10
 
 Metrics = dict[str, float]
 
@@ -109,6 +109,7 @@ class Evaluation:
         self._lookup = lookup or registry.get_run
         self._say_to, self.target = say, target or OutputTarget()
         self._writer = None
+        self._mlflow_failed = False
         self.monitor: Any = None
         self._entry = registry.RunRecord(
             run_id=f"{record.run_id}-{name}", name=f"{name} of {record.name}", state="waiting",
@@ -171,7 +172,7 @@ class Evaluation:
             log.warning("evaluation of run %s: cannot write its registry record: %s", self.run_name, e)
 
     def _loop(self) -> None:
-        _lower_priority()
+        lower_thread_priority()
         self._publish()
         try:
             self._say(f"watching {self.scanner.model_dir} for checkpoints every {self.every:g}s")
@@ -254,6 +255,7 @@ class Evaluation:
                           "(tracebacks in .failures)")
             return
         self._write(checkpoint.step, metrics)
+        self._log_to_mlflow(checkpoint.step, metrics)
         self.results.append((checkpoint.step, metrics))
         first = metrics.get("loss", next(iter(metrics.values())))
         self._entry = self._entry.with_point(checkpoint.step, first)
@@ -274,6 +276,23 @@ class Evaluation:
             for tag, value in metrics.items():
                 tf.summary.scalar(tag, value, step=step)
         self._writer.flush()  # TensorBoard shows the point within about a second
+
+    def _log_to_mlflow(self, step: int, metrics: Metrics) -> None:
+        """Into the run's MLflow run, when it has one (created within seconds of the launch), as
+        ``<name>_<metric>`` at ``step``; a failure is said once and the evaluation goes on."""
+        record = self._record
+        if not record.mlflow_run_id or not record.mlflow_tracking_uri:
+            return
+        from ..tracking.evaluation import log_evaluation
+
+        try:
+            log_evaluation(record.mlflow_tracking_uri, record.mlflow_run_id, self.name, step, metrics)
+        except Exception as e:  # the TensorBoard curves are written; MLflow may come back
+            log.warning("evaluation of run %s: metrics of step %d not logged to MLflow", self.run_name, step,
+                        exc_info=True)
+            if not self._mlflow_failed:
+                self._mlflow_failed = True
+                self._say(f"MLflow: the metrics were not logged to run {record.mlflow_run_id}: {_one_line(e)}")
 
     def _choose_logdir(self, record: Any) -> str:
         if record.mirror_dir:
@@ -421,13 +440,3 @@ def _checkpoints(n: int) -> str:
 def _one_line(e: BaseException) -> str:
     text = str(e).strip().splitlines()
     return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
-
-
-def _lower_priority() -> None:
-    """Lower this thread's CPU priority (Linux nices threads one by one; TensorFlow's thread pools,
-    created by the first thread that runs an op, inherit it)."""
-    try:
-        tid = threading.get_native_id()
-        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + NICE_INCREMENT))
-    except (AttributeError, OSError):  # not Linux, or not allowed: run at normal priority
-        pass

@@ -1,6 +1,7 @@
 """``%%tfos_train``, ``%%tfos_evaluate``, ``%tfos_status``, ``%tfos_runs``, ``%tfos_stop``,
-``%tfos_tensorboard``, ``%tfos_diagnose`` and ``%tfos_cleanup``: argument parsers over :mod:`.api`,
-:mod:`.evaluate`, the runs registry (``state/registry.py``) and :mod:`.diagnostics`.
+``%tfos_tensorboard``, ``%tfos_diagnose``, ``%tfos_cleanup`` and ``%tfos_config``: argument parsers
+over :mod:`.api`, :mod:`.evaluate`, the runs registry (``state/registry.py``), :mod:`.diagnostics`
+and :mod:`.config`.
 
 Loaded with ``%load_ext tfos_notebook``. Errors a user can meet are shown as one message, without
 the magic's own traceback.
@@ -17,7 +18,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from ..errors import ConfigError, TFOSError
 from ..runtime.driver.spark import active_backend
 from ..state import registry
-from . import api, diagnostics, evaluate
+from . import api, config, diagnostics, evaluate
 from .evalmonitor import EvaluationMonitor
 from .frontend import OutputTarget, choose_monitor
 from .runs import KernelRuns
@@ -57,6 +58,11 @@ class TFOSMagics(Magics):
     @argument("--monitor", choices=("auto", "widget", "text", "none"), default="auto",
               help="the live monitor: a widget, text lines, or nothing (auto: widget where a widget frontend "
                    "runs the cell, else text; env TFOS_MONITOR overrides auto)")
+    @argument("--mlflow", nargs="?", const=True, default=None, metavar="EXPERIMENT",
+              help="log the run as one MLflow run, from the driver (in EXPERIMENT, or the current experiment; "
+                   "inside an active MLflow run, as its child); by default on Databricks only "
+                   "(%%tfos_config mlflow on|off|auto, env TFOS_MLFLOW)")
+    @argument("--no-mlflow", dest="mlflow", action="store_const", const=False, help="do not log the run to MLflow")
     @argument("--no-tensorboard", dest="tensorboard", action="store_false",
               help="start no TensorBoard for the run (by default one starts with it, shown in the monitor, "
                    "and stays up until %%tfos_tensorboard RUN --stop or the kernel exits)")
@@ -76,6 +82,24 @@ class TFOSMagics(Magics):
         try:
             return api.train(cell, options, self.shell.user_ns, runs=self.runs,
                              execution_count=self.shell.displayhook.prompt_count, shell=self.shell)
+        except TFOSError as e:
+            raise _concise(e) from None
+
+    @magic_arguments()
+    @argument("setting", nargs="?", help="mlflow or monitor (none: list the settings)")
+    @argument("value", nargs="?", help="the setting's new value for the runs this kernel starts")
+    @line_magic
+    def tfos_config(self, line: str = "") -> None:
+        """Show the kernel's settings, or set one: ``%tfos_config mlflow off`` (each is an environment
+        variable, read when a run starts: TFOS_MLFLOW, TFOS_MONITOR)."""
+        a = parse_argstring(self.tfos_config, line)
+        try:
+            if a.setting is None:
+                print(config.config_text())
+            elif a.value is None:
+                raise ConfigError(f"%tfos_config {a.setting} needs a value, e.g. %tfos_config mlflow off")
+            else:
+                print(config.set_config(a.setting, a.value))
         except TFOSError as e:
             raise _concise(e) from None
 

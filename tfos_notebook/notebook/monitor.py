@@ -49,7 +49,26 @@ def header_html(view: RunView, now: float | None = None) -> str:
     attempt += f" · feed {view.feed_path}" if view.feed_path else ""
     return (f"<b>{html.escape(view.name)}</b> {_badge(view.display_state)} "
             f'<span style="color:#6b7280">{format_duration(view.elapsed(now))} · run {html.escape(view.run_id)}'
-            f"{attempt}</span>")
+            f"{attempt}</span>{mlflow_html(view)}")
+
+
+def mlflow_html(view: RunView) -> str:
+    """The run's MLflow run: a link to its page (its id where no UI serves the store), or what went
+    wrong with it; empty for a run not logged to MLflow."""
+    m = view.mlflow
+    if m is None:
+        return ""
+    if m.url:
+        link = (f' · <a class="tfos-mlflow" href="{html.escape(m.url)}" target="_blank" rel="noopener" '
+                f'title="The MLflow run of this run">MLflow run</a>')
+    elif m.mlflow_run_id:
+        link = (f' · <span class="tfos-mlflow" title="{html.escape(m.tracking_uri)}">MLflow run '
+                f"{html.escape(m.mlflow_run_id)}</span>")
+    else:
+        link = ""
+    if m.error:
+        link += f' <span style="color:#b91c1c" title="{html.escape(m.error)}">(MLflow: {html.escape(m.error)})</span>'
+    return link
 
 
 def _task_cells(row: TaskRow) -> tuple[str, ...]:

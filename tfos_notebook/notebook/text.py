@@ -19,6 +19,7 @@ from ..runtime.driver.events import (
     FeedPlanned,
     FindingRaised,
     LaunchSubmitted,
+    MlflowRun,
     RunFinished,
     Step,
     TaskState,
@@ -49,6 +50,8 @@ class TextMonitor:
         self.write, self.result, self.step_every = write, result, step_every
         self._shown_registered = 0
         self._last_step_t: float | None = None
+        self._mlflow_shown = False
+        self._mlflow_error = ""
 
     def _say(self, text: str) -> None:
         self.write(f"{PREFIX} {self.view.name}: {text}")
@@ -77,6 +80,8 @@ class TextMonitor:
                 self._say(f"feeding {e.detail}")
             elif isinstance(e, FindingRaised):
                 self._say(e.finding.describe(evidence=False, sep="; "))
+            elif isinstance(e, MlflowRun):
+                self._mlflow(e)
             elif isinstance(e, RunFinished):
                 self._flush(states, step)
                 states, step = {}, None
@@ -110,6 +115,15 @@ class TextMonitor:
             self._say(f"failed after {took}: {summary}")
         else:
             self._say(f"{e.state} after {took}")
+
+    def _mlflow(self, e: MlflowRun) -> None:
+        """The MLflow run's link once it exists, and its first problem."""
+        if e.mlflow_run_id and not self._mlflow_shown:
+            self._mlflow_shown = True
+            self._say(f"MLflow run at {e.url}" if e.url else f"MLflow run {e.mlflow_run_id} in {e.tracking_uri}")
+        if e.error and e.error != self._mlflow_error:
+            self._mlflow_error = e.error
+            self._say(f"MLflow: {e.error}")
 
     def show_tensorboard(self, url: str, height: int = 600) -> None:
         """Print where TensorBoard is (text has no room for the panel)."""

@@ -15,7 +15,15 @@ from typing import TYPE_CHECKING, Any
 
 import psutil
 
-from ..runtime.driver.events import Event, FindingRaised, ModelDirUnshared, RunFinished, RunStateChanged, Step
+from ..runtime.driver.events import (
+    Event,
+    FindingRaised,
+    MlflowRun,
+    ModelDirUnshared,
+    RunFinished,
+    RunStateChanged,
+    Step,
+)
 from ..state import registry
 from ..state.registry import RunRecord
 
@@ -42,6 +50,7 @@ class RunTracker:
         self._last_step_write = 0.0
         self._curve_of: int | None = None
         self._done = threading.Event()
+        self._waiting_for = {"run", "mlflow"}  # the record is complete once both are
         self.record = RunRecord(
             run_id=run.run_id, name=run.name, state=str(run.state) if run.state != "new" else "reserving",
             owner_pid=os.getpid(), owner_create_time=psutil.Process().create_time(), kernel_id=_kernel_id(),
@@ -73,7 +82,9 @@ class RunTracker:
     def _on_event(self, event: Event) -> None:
         if isinstance(event, RunFinished):
             self._update(state=event.state, ended_at=event.t, error=(event.error.splitlines() or [None])[0])
-            self.stop()
+            if self.run.tracking is None:  # not logged to MLflow (a run's tracking starts with it)
+                self._end_part("mlflow")
+            self._end_part("run")
         elif isinstance(event, Step):
             changes: dict[str, Any] = {"step": event.step}
             if "loss" in event.metrics:
@@ -85,10 +96,23 @@ class RunTracker:
             self._update(throttle=True, **changes)
         elif isinstance(event, FindingRaised):
             self._update(findings=1)
+        elif isinstance(event, MlflowRun):
+            self._update(mlflow_run_id=event.mlflow_run_id or None, mlflow_url=event.url or None,
+                         mlflow_tracking_uri=event.tracking_uri or None, mlflow_error=event.error or None)
+            if event.complete:
+                self._end_part("mlflow")
         elif isinstance(event, ModelDirUnshared):
             self._update(model_dir_unshared=event.nodes)
         elif isinstance(event, RunStateChanged):
             self._update(state=event.state)
+
+    def _end_part(self, part: str) -> None:
+        """The run (or its MLflow run) is complete; tracking stops once both are."""
+        with self._lock:
+            self._waiting_for.discard(part)
+            done = not self._waiting_for
+        if done:
+            self.stop()
 
     def _update(self, throttle: bool = False, point: tuple[int, float] | None = None, findings: int = 0,
                 **changes: Any) -> None:

@@ -20,6 +20,7 @@ from ..runtime.driver.events import (
     GpuStats,
     LaunchSubmitted,
     Log,
+    MlflowRun,
     Registered,
     RunFinished,
     RunStateChanged,
@@ -95,6 +96,7 @@ class RunView:
         self.finished_at: float | None = None
         self.stop_requested = False
         self.feed_path = ""  # in-stage or network, once Spark data is fed (InputMode.SPARK)
+        self.mlflow: MlflowRun | None = None  # the run's MLflow run, once logged there
 
     @property
     def registered(self) -> int:
@@ -161,6 +163,8 @@ class RunView:
             self.findings.append(e.finding)
         elif isinstance(e, FeedPlanned):
             self.feed_path = e.path
+        elif isinstance(e, MlflowRun):
+            self.mlflow = e
 
 
 def format_gpus(row: TaskRow) -> str:

@@ -55,6 +55,9 @@ class RunRecord:
         kind: ``training``, or ``evaluation`` for a ``%%tfos_evaluate`` of the run ``parent``
             (its states: ``waiting``, ``evaluating``, then ``finished``, ``failed`` or
             ``stopped``); metrics: the latest metrics an evaluation returned, at ``step``.
+        mlflow_run_id, mlflow_url, mlflow_tracking_uri: the run's MLflow run (its page, None for
+            a store no UI serves) and tracking store, when it is logged to MLflow (an evaluation
+            logs its metrics there); mlflow_error: why its MLflow logging failed, if it did.
     """
 
     run_id: str
@@ -84,6 +87,10 @@ class RunRecord:
     kind: str = "training"
     parent: str | None = None
     metrics: dict[str, float] = field(default_factory=dict)
+    mlflow_run_id: str | None = None
+    mlflow_url: str | None = None
+    mlflow_tracking_uri: str | None = None
+    mlflow_error: str | None = None
 
     @property
     def ended(self) -> bool:

@@ -8,7 +8,7 @@ import os
 import threading
 from typing import Any
 
-from ..runtime.driver.events import RunFinished
+from ..runtime.driver.events import RunFinished, TensorBoardStarted
 from ..runtime.driver.spark import SparkBackend, backend_for
 from ..runtime.driver.spark.databricks import DatabricksContext, read_context
 from ..runtime.wire.paths import is_shared_logdir
@@ -144,6 +144,7 @@ def attach_tensorboard(run, mirror_root: str | None = None, remote_logdir: str |
         detach()
         raise
     handle._on_stop.append(detach)
+    run.events.publish(TensorBoardStarted(run.run_id, url=handle.url))
 
     def on_event(event) -> None:
         if isinstance(event, RunFinished) and not handle.stopped:

@@ -18,7 +18,20 @@ from ..wire.paths import node_dir_name
 from ..wire.plan import FOREGROUND_ROLES
 from ..wire.states import NodeState
 from .errors import ChannelError, NodeError, ResultError
-from .events import ClusterReady, EventStream, GpuAssigned, GpuStats, Log, Registered, Step, TaskState
+from .events import (
+    ClusterReady,
+    Event,
+    EventStream,
+    GpuAssigned,
+    GpuStats,
+    Log,
+    MlflowCalled,
+    ModelExported,
+    Registered,
+    Step,
+    SystemStats,
+    TaskState,
+)
 from .lifecycle import node_transition_allowed
 from .nodefindings import diagnose_failure
 from .noderecord import Conn, Hooks, NodeRecord
@@ -96,13 +109,13 @@ class Coordinator:
         node.heard = time.monotonic()
         if isinstance(msg, m.Pong):
             return
-        if isinstance(msg, m.Logs):
+        event = self._report(node, msg)
+        if event is not None:
+            self.events.publish(event)
+        elif isinstance(msg, m.Logs):
             for stream, line in msg.lines:
                 self.events.publish(Log(self.run_id, task=node.task, role=node.role, index=node.index,
                                         stream=stream, line=line))
-        elif isinstance(msg, m.StepReport):
-            self.events.publish(Step(self.run_id, task=node.task, role=node.role, index=node.index,
-                                     step=msg.step, metrics=dict(msg.metrics)))
         elif isinstance(msg, m.NodeStateReport):
             if msg.state != NodeState.RUNNING:
                 raise ChannelError(f"a node cannot report state {msg.state!r}")
@@ -117,12 +130,25 @@ class Coordinator:
             self._files(conn, node, msg)
         elif isinstance(msg, (m.FeedServing, m.FeedReport)):
             self.hooks.feed(node, msg)
-        elif isinstance(msg, m.GpuReport):
-            self.events.publish(GpuStats(self.run_id, task=node.task, role=node.role, index=node.index, host=node.host,
-                                         gpus=tuple((g["address"], g["utilization"], g["used_mib"], g["total_mib"])
-                                                    for g in msg.gpus)))
         else:
             raise ChannelError(f"a node cannot send {msg.TYPE!r}")
+
+    def _report(self, node: NodeRecord, msg: m.Message) -> Event | None:
+        """The event a node's report is published as (None: ``msg`` is not such a report)."""
+        who = {"task": node.task, "role": node.role, "index": node.index}
+        if isinstance(msg, m.StepReport):
+            return Step(self.run_id, step=msg.step, metrics=dict(msg.metrics), **who)
+        if isinstance(msg, m.GpuReport):
+            return GpuStats(self.run_id, host=node.host, **who, gpus=tuple(
+                (g["address"], g["utilization"], g["used_mib"], g["total_mib"]) for g in msg.gpus))
+        if isinstance(msg, m.SystemReport):
+            return SystemStats(self.run_id, cpu_percent=msg.cpu_percent, memory_used_mb=msg.memory_used_mb,
+                               memory_percent=msg.memory_percent, **who)
+        if isinstance(msg, m.MlflowCalls):
+            return MlflowCalled(self.run_id, metrics=msg.metrics, params=msg.params, tags=msg.tags, **who)
+        if isinstance(msg, m.ModelExport):
+            return ModelExported(self.run_id, path=msg.path, keras=msg.keras, **who)
+        return None
 
     def _register(self, conn: Conn, msg: m.Register) -> None:
         with self.lock:

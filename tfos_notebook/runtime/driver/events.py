@@ -75,6 +75,32 @@ class GpuStats(Event):
 
 
 @dataclass(frozen=True)
+class SystemStats(Event):
+    """A node's host as psutil read it (sent every few seconds while the run is logged to MLflow):
+    CPU utilisation and memory use, as MLflow's system metrics name them."""
+
+    task: int
+    role: str
+    index: int
+    cpu_percent: float
+    memory_used_mb: float
+    memory_percent: float
+
+
+@dataclass(frozen=True)
+class MlflowCalled(Event):
+    """MLflow calls the chief's function made, relayed for the run's MLflow run: metric points
+    ``(key, value, timestamp ms, step)``, params and tags ``(key, value)``."""
+
+    task: int
+    role: str
+    index: int
+    metrics: tuple[tuple[str, float, int, int], ...] = ()
+    params: tuple[tuple[str, str], ...] = ()
+    tags: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
 class ClusterReady(Event):
     """Every node registered; the cluster spec was sent to all of them."""
 
@@ -177,6 +203,41 @@ class EpochFed(Event):
     seconds: float
 
 
+@dataclass(frozen=True)
+class ModelExported(Event):
+    """The chief exported the trained model (``ctx.export``) to ``path``, saved by ``keras``
+    (``tf_keras`` or ``keras``, the Keras that loads it back)."""
+
+    task: int
+    role: str
+    index: int
+    path: str
+    keras: str
+
+
+@dataclass(frozen=True)
+class TensorBoardStarted(Event):
+    """A TensorBoard of the run answers at ``url`` (``tensorboard.attach_tensorboard``)."""
+
+    url: str
+
+
+@dataclass(frozen=True)
+class MlflowRun(Event):
+    """The run's MLflow run (``Run(..., mlflow=...)``): ``mlflow_run_id`` in experiment
+    ``experiment_id`` of the tracking store ``tracking_uri`` (``url``: its page, empty for a store
+    no UI serves). Published when it is created, at its first problem (``error``: what was not
+    logged, or why it could not be created), and once ``complete`` (status set, model logged, or
+    given up)."""
+
+    mlflow_run_id: str = ""
+    experiment_id: str = ""
+    tracking_uri: str = ""
+    url: str = ""
+    error: str = ""
+    complete: bool = False
+
+
 def _deliver(callback: Callable[[Event], None], event: Event) -> None:
     try:
         callback(event)
@@ -187,8 +248,9 @@ def _deliver(callback: Callable[[Event], None], event: Event) -> None:
 class EventStream:
     """A thread-safe, replayable stream of events with subscribers.
 
-    State events are all kept; log lines and steps are kept up to ``max_logs`` / ``max_steps``
-    (the oldest dropped), so a chatty run cannot grow the driver's memory without bound.
+    State events are all kept; log lines are kept up to ``max_logs``, and steps, system samples
+    and relayed MLflow calls up to ``max_steps`` each (the oldest dropped), so a chatty run cannot
+    grow the driver's memory without bound.
     Subscribers see every event as it is published; they are called on the publishing thread and
     must be quick; an exception in one is logged and cannot break the run.
     """
@@ -198,6 +260,7 @@ class EventStream:
         self._events: list[Event] = []
         self._logs: deque[Log] = deque(maxlen=max_logs)
         self._steps: deque[Step] = deque(maxlen=max_steps)
+        self._samples: deque[Event] = deque(maxlen=max_steps)  # SystemStats, MlflowCalled
         self._subscribers: list[Callable[[Event], None]] = []
         self._changed = threading.Condition(self._lock)
 
@@ -207,6 +270,8 @@ class EventStream:
                 self._logs.append(event)
             elif isinstance(event, Step):
                 self._steps.append(event)
+            elif isinstance(event, (SystemStats, MlflowCalled)):
+                self._samples.append(event)
             else:
                 self._events.append(event)
             subscribers = list(self._subscribers)
@@ -218,7 +283,7 @@ class EventStream:
         """Call ``callback`` for every event (first the past ones when ``replay``); returns an
         unsubscribe function."""
         with self._lock:
-            past = sorted([*self._events, *self._logs, *self._steps], key=lambda e: e.t) if replay else []
+            past = self._merged() if replay else []
             self._subscribers.append(callback)
         for event in past:
             _deliver(callback, event)
@@ -237,8 +302,12 @@ class EventStream:
                 return list(self._logs)
             if kind is Step:
                 return list(self._steps)
-            merged = sorted([*self._events, *self._logs, *self._steps], key=lambda e: e.t)
+            merged = self._merged()
         return [e for e in merged if kind is None or isinstance(e, kind)]
+
+    def _merged(self) -> list[Event]:
+        """Every kept event in time order (the lock held)."""
+        return sorted([*self._events, *self._logs, *self._steps, *self._samples], key=lambda e: e.t)
 
     def wait_for(self, predicate: Callable[[list[Event]], bool], timeout: float | None = None) -> bool:
         """Block until ``predicate(state events)`` (neither logs nor steps) is true or ``timeout`` passes."""

@@ -19,6 +19,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from ...tracking.settings import resolve as resolve_tracking
 from ..wire import channel, tls
 from ..wire import messages as m
 from ..wire.plan import NodePlan
@@ -100,6 +101,11 @@ class Run(SparkFeeding, RunOutcome):
         release_port: free each node's reserved port just before its function starts (default).
             False hands the socket that holds it to the function as ``ctx.tmp_socket``, which must
             call ``ctx.release_port()`` before TensorFlow binds the port.
+        mlflow: log the run as one MLflow run from the driver (``tfos_notebook.tracking``): True
+            (the current experiment, or, inside an active MLflow run, as its child), an
+            experiment's name, False (not logged), or None: as the ``TFOS_MLFLOW`` environment
+            variable says (``on``, ``off``, or ``auto``, the default: logged on Databricks, where
+            MLflow autologging is the platform's default). ``tracking`` is the logger once started.
     """
 
     def __init__(self, sc, main_fun, args: Any, num_nodes: int, *, num_ps: int = 0,
@@ -109,13 +115,15 @@ class Run(SparkFeeding, RunOutcome):
                  env: dict[str, str] | None = None, legacy_keras: bool | None = None, name: str | None = None,
                  preflight_wait: float = 30.0, stop_grace_secs: float = 5.0, retries: int = 2,
                  input_mode: str = "tensorflow", feed_buffer_mb: float = 64, independent: bool = False,
-                 release_port: bool = True) -> None:
+                 release_port: bool = True, mlflow: bool | str | None = None) -> None:
         if not callable(main_fun):
             raise ConfigError(f"main_fun must be a function taking (args, ctx), got {type(main_fun).__name__}")
         self.roles = plan_roles(num_nodes, num_ps, master_node, eval_node)
         if input_mode not in ("tensorflow", "spark"):
             raise ConfigError(f"input_mode must be 'tensorflow' or 'spark', got {input_mode!r}")
         self.backend = backend_for(sc)
+        self.tracking_config = resolve_tracking(mlflow, self.backend.databricks() is not None, self.backend.conf)
+        self.tracking: Any = None  # tracking.MlflowTracker, once a tracked run started
         self.main_fun, self.args = main_fun, args
         self.input_mode = input_mode
         self.feed_buffer_bytes = int(feed_buffer_mb * (1 << 20)) if input_mode == "spark" else 0
@@ -213,6 +221,10 @@ class Run(SparkFeeding, RunOutcome):
             if self.state is RunState.STOPPING:  # stopped during pre-flight
                 self._end_before_launch(RunStopped(f"run {self.name} was stopped"))
                 return self
+            if self.tracking_config is not None:
+                from ...tracking.mlflowrun import MlflowTracker
+
+                self.tracking = MlflowTracker(self, self.tracking_config).start()
             self._supervisor.start()
         return self
 
@@ -264,6 +276,7 @@ class Run(SparkFeeding, RunOutcome):
             gpu_counts=self.gpu_counts,
             feed_buffer_bytes=self.feed_buffer_bytes, instage=self.instage.spec if self.instage else None,
             release_port=self.release_port,
+            mlflow=self.tracking is not None,
         )
 
     def stop(self, timeout: float = 30.0) -> None:

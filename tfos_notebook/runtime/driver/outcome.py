@@ -4,18 +4,24 @@ run's :class:`~.lifecycle.Lifecycle`, the nodes are its current attempt's coordi
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+from ..wire.plan import chief_of
 from .errors import ConfigError
 from .events import ClusterReady, RunFinished
 from .finding import Finding
 from .lifecycle import RunState
 from .noderecord import NodeRecord
 
+log = logging.getLogger(__name__)
+
+TRACKING_WAIT_SECS = 120
+
 
 class RunOutcome:
     """Mixed into ``Run``: needs its ``name``, ``run_id``, ``lifecycle``, ``events``, ``diagnosis``,
-    ``started_at`` and ``_supervisor``."""
+    ``started_at``, ``tracking`` and ``_supervisor``."""
 
     @property
     def state(self) -> RunState:
@@ -60,10 +66,8 @@ class RunOutcome:
     @property
     def result(self) -> Any:
         """The chief's return value (worker 0's when there is no chief)."""
-        for n in self.nodes:
-            if n.role in ("chief", "master"):
-                return n.value
-        return next((n.value for n in self.nodes if n.role == "worker" and n.index == 0), None)
+        chief = chief_of([(n.role, n.index) for n in self.nodes])
+        return next((n.value for n in self.nodes if (n.role, n.index) == chief), None)
 
     def node_states(self) -> dict[str, str]:
         return {nd.name: nd.state.value for nd in self.nodes}
@@ -88,11 +92,17 @@ class RunOutcome:
 
     def wait(self, timeout: float | None = None) -> Any:
         """Block until the run ends; returns the chief's value, or raises the run's error
-        (``NodeError`` with the node's traceback, ``ReservationTimeout``, ``RunStopped``...)."""
+        (``NodeError`` with the node's traceback, ``ReservationTimeout``, ``RunStopped``...).
+
+        A run logged to MLflow (``tracking``) has ended once its MLflow run is complete too (its
+        status set, its model logged), so that a script may exit after ``wait``; that part is
+        waited for ``TRACKING_WAIT_SECS`` at most (the logging goes on in the background after)."""
         self._check_started("wait")
         if not self.lifecycle.done.wait(timeout):
             raise TimeoutError(f"run {self.name} still {self.state} after {timeout}s")
         self._supervisor.join()
+        if self.tracking is not None and not self.tracking.wait(TRACKING_WAIT_SECS):
+            log.warning("run %s: its MLflow run is still being completed after %ds", self.name, TRACKING_WAIT_SECS)
         if self.error is not None:
             raise self.error
         return self.result

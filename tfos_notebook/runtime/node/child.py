@@ -26,6 +26,7 @@ import threading
 import traceback
 
 from ..wire.watchdog import watch_parent
+from .statuspipe import open_pipe
 
 
 def _write_result(path: str, outcome: tuple) -> None:
@@ -66,7 +67,7 @@ def main(argv: list[str]) -> int:
     status_fd, node_pid = int(argv[1]), int(argv[2])
     port_fd = int(argv[5]) if len(argv) > 5 and argv[5] != "-" else None
     threading.Thread(target=watch_parent, args=(node_pid,), daemon=True).start()
-    status = os.fdopen(status_fd, "w", buffering=1)
+    status = open_pipe(status_fd)
     import cloudpickle  # imported while the cluster is still reserving
 
     from . import ctx as _ctx  # noqa: F401  (the payload's NodeContext)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import Any
 
 from ...errors import ConfigError
 from ..wire.fuse import fuse_path
@@ -86,7 +86,7 @@ class NodeContext:
     model_dir_shared: bool = True
     mgr: Any = None
     tmp_socket: Any = field(default=None, repr=False, compare=False)
-    _status: IO[str] | None = field(default=None, repr=False, compare=False)
+    _status: Any = field(default=None, repr=False, compare=False)  # the child's statuspipe.StatusPipe
     _flusher: Any = field(default=None, repr=False, compare=False)
 
     @property
@@ -144,19 +144,35 @@ class NodeContext:
         """
         raise tf1_refused("export_saved_model")
 
-    def export(self, model: Any, export_dir: str, timeout: float = 60.0) -> str | None:
-        """Save the trained ``model`` as a SavedModel in ``export_dir``; call it on every node.
+    def export(self, model: Any, export_dir: str | None = None, timeout: float = 60.0) -> str | None:
+        """Save the trained ``model`` as a SavedModel in ``export_dir``, and tell the driver where
+        it is; call it on every node.
 
-        The chief writes ``export_dir``. Under MultiWorkerMirroredStrategy a save is collective, so
-        the other workers take part too, writing a temporary directory that is removed at once;
-        they first wait for each other at most ``timeout`` seconds, so an export called on the
-        chief alone fails with ``ExportError`` instead of hanging. Without that strategy the other
-        nodes return at once. A relative ``export_dir`` is resolved like :meth:`absolute_path`.
+        The chief writes ``export_dir`` (default ``<model_dir>/export``; give one on storage the
+        driver shares). Under MultiWorkerMirroredStrategy a save is collective, so the other
+        workers take part too, writing a temporary directory that is removed at once; they first
+        wait for each other at most ``timeout`` seconds, so an export called on the chief alone
+        fails with ``ExportError`` instead of hanging. Without that strategy the other nodes return
+        at once. A relative ``export_dir`` is resolved like :meth:`absolute_path`. When the run is
+        logged to MLflow, the driver logs the export as the run's MLflow model
+        (``mlflow.tensorflow.load_model("runs:/<run id>/model")``) once the run finished.
         Returns the directory written on the chief, None elsewhere.
-        """
-        from .export import export_saved_model
 
-        return export_saved_model(model, export_dir, self.is_chief, timeout)
+        Raises:
+            ValueError: no ``export_dir`` and the run has no model_dir.
+        """
+        from ..wire.messages import ModelExport
+        from .export import export_saved_model, keras_of
+
+        if export_dir is None:
+            if not self.model_dir:
+                raise ValueError("ctx.export(model) needs an export_dir, or a run with a model_dir (--model-dir) "
+                                 "to export into")
+            export_dir = f"{self.model_dir.rstrip('/')}/export"
+        path = export_saved_model(model, export_dir, self.is_chief, timeout)
+        if path is not None:
+            self._emit(ModelExport(path, keras_of(model)))
+        return path
 
     def dataset(self, batch_size: int, features: str | list[str] | None = None, label: str | None = None,
                 by_epoch: bool = True, drop_remainder: bool = False, prefetch: int = 2) -> Any:
@@ -249,10 +265,7 @@ class NodeContext:
 
     def _emit(self, msg) -> None:
         if self._status is not None:
-            from ..wire.messages import to_json
-
-            self._status.write(to_json(msg) + "\n")
-            self._status.flush()
+            self._status.send(msg)
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)

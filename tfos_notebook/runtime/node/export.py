@@ -75,14 +75,21 @@ def meet(strategy: Any, timeout: float) -> None:
             "the chief (the chief writes export_dir, the others a temporary copy that is removed)") from e
 
 
+def keras_of(model: Any) -> str:
+    """What ``model`` is: ``tf_keras`` (a tf-keras model), ``keras`` (Keras 3) or ``tf`` (another
+    ``tf.Module``)."""
+    roots = {cls.__module__.split(".")[0] for cls in type(model).__mro__}
+    return next((k for k in ("tf_keras", "keras") if k in roots), "tf")
+
+
 def save_model(model: Any, path: str) -> None:
     """Write ``model`` as a SavedModel at ``path``: ``model.save(path, save_format="tf")`` for
     tf-keras (``TF_USE_LEGACY_KERAS=1``), ``model.export(path)`` for Keras 3; a model that is not
     Keras goes through ``tf.saved_model.save``."""
-    roots = {cls.__module__.split(".")[0] for cls in type(model).__mro__}
-    if "tf_keras" in roots:
+    keras = keras_of(model)
+    if keras == "tf_keras":
         model.save(path, save_format="tf")
-    elif "keras" in roots:
+    elif keras == "keras":
         model.export(path)
     else:
         import tensorflow as tf

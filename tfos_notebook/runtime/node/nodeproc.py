@@ -17,8 +17,10 @@ from typing import TYPE_CHECKING
 from ..wire import channel
 from ..wire import messages as m
 from ..wire.errors import ChannelError
+from ..wire.plan import chief_of
 from ..wire.timeouts import Deadline
 from ..wire.versions import tf_keras_installed
+from .mlflowrelay import relay_env
 
 if TYPE_CHECKING:
     from ..wire.plan import NodePlan
@@ -79,11 +81,12 @@ def pump_lines(stream, name: str, fwd: Forwarder) -> None:
     stream.close()
 
 
-STATUS_MESSAGES = (m.StepReport, m.FeedServing, m.FeedReport)
+STATUS_MESSAGES = (m.StepReport, m.FeedServing, m.FeedReport, m.MlflowCalls, m.ModelExport)
 
 
 def pump_status(stream, fwd: Forwarder, local_feed: LocalFeed | None) -> None:
-    """Forward the child's status lines (progress and feed reports) as typed messages."""
+    """Forward the child's status lines (progress, feed reports, relayed MLflow calls, the
+    exported model) as typed messages."""
     for raw in iter(stream.readline, b""):
         try:
             msg = m.from_json(raw)
@@ -142,6 +145,8 @@ def _child_env(plan: NodePlan, task: int, devices: list[str]) -> dict:
         legacy = tf_keras_installed()
     if legacy:
         env.setdefault("TF_USE_LEGACY_KERAS", "1")
+    if plan.mlflow:
+        relay_env(env, plan.run_id, chief=plan.roles[task] == chief_of(plan.roles))
     # The child must import this package the same way the Python worker did, but not pyspark
     # from Spark's pyspark.zip when an installed copy exists: zipimport compiles every module from
     # source on each start, which costs about a second per node.

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
+import shutil
+import tempfile
 import threading
 import time
 import weakref

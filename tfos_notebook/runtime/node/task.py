@@ -33,7 +33,7 @@ from . import taskcontext
 from .ctx import NodeContext, tf_config
 from .export import DEFAULT_FS_ENV, WORKING_DIR_ENV
 from .feed.localfeed import LocalFeed
-from .gpusampler import GpuSampler
+from .gpusampler import GpuSampler, SystemSampler
 from .logship import LogShipper
 from .nodelink import Orders, read_result, report_leftovers, result_message
 from .nodeproc import ChildOutput, hand_over_port, serve_feed, spawn_child
@@ -150,12 +150,13 @@ def run_node(plan: NodePlan, task: int, gpus: list[str], local_feed: LocalFeed |
         proc.stdin.close()
         conn.send(m.encode(m.NodeStateReport("running", proc.pid)))
         started.set()
-        sampler = GpuSampler(conn, devices).start()
+        samplers = [GpuSampler(conn, devices).start(), *([SystemSampler(conn).start()] if plan.mlflow else [])]
         try:
             return _supervise(plan, task, proc, output, result_path, orders, log_dir if ship_logs else None, reporter,
                               ended)
         finally:
-            sampler.stop()
+            for sampler in samplers:
+                sampler.stop()
     finally:
         kill_process_group(proc, 0.5)
         if output is not None:

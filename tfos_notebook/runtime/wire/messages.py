@@ -162,6 +162,45 @@ class GpuReport(Message):
 
 
 @_message
+class SystemReport(Message):
+    """The node's host as psutil reads it, as MLflow's system metrics do: CPU utilisation
+    (percent), memory used (MB of 10^6 bytes) and its share (percent). Sent every few seconds
+    while the run is logged to MLflow."""
+
+    TYPE = "system_stats"
+    cpu_percent: float
+    memory_used_mb: float
+    memory_percent: float
+    CHECKS = {"cpu_percent": c.number, "memory_used_mb": c.number, "memory_percent": c.number}
+
+
+@_message
+class MlflowCalls(Message):
+    """MLflow calls the chief's function made (``mlflow.log_metric``, ``mlflow.autolog()``...),
+    relayed to the run's MLflow run on the driver: metric points ``(key, value, timestamp ms,
+    step)``, params and tags ``(key, value)``."""
+
+    TYPE = "mlflow"
+    metrics: tuple[tuple[str, float, int, int], ...] = ()
+    params: tuple[tuple[str, str], ...] = ()
+    tags: tuple[tuple[str, str], ...] = ()
+    CHECKS = {"metrics": c.seq(c.fixed(c.string, c.number, c.integer, c.integer)),
+              "params": c.seq(c.fixed(c.string, c.string)), "tags": c.seq(c.fixed(c.string, c.string))}
+
+
+@_message
+class ModelExport(Message):
+    """The chief exported the trained model (``ctx.export``) as a SavedModel at ``path``; ``keras``
+    says what the model was (``tf_keras``, ``keras`` for Keras 3, or ``tf`` for another
+    ``tf.Module``)."""
+
+    TYPE = "model_export"
+    path: str
+    keras: str
+    CHECKS = {"path": c.string, "keras": c.string}
+
+
+@_message
 class NodeQuery(Message):
     """From a Spark task that feeds the run (not a node): what became of node ``task``? It asks
     when that node's data feed is gone, to report the node's own failure instead."""

@@ -19,6 +19,15 @@ if TYPE_CHECKING:
 #: The roles that train (and, with InputMode.SPARK, are fed); ps and evaluator run beside them.
 FOREGROUND_ROLES = ("chief", "master", "worker")
 
+def chief_of(roles: list[tuple[str, int]]) -> tuple[str, int]:
+    """The node that saves models and whose metrics are the run's: the chief (or master), else
+    worker 0, as TensorFlow's strategies choose it."""
+    for role, index in roles:
+        if role in ("chief", "master"):
+            return role, index
+    return "worker", 0
+
+
 #: What a barrier task runs, by module: ``run_node`` (``SparkBackend.barrier``) or, over its
 #: partition of the run's data, ``run_fed_node`` (``SparkBackend.barrier_over``).
 NODE_CODE = {"run_node": "tfos_notebook.runtime.node.task",
@@ -49,6 +58,7 @@ class NodePlan:
     release_port: bool = True  # False: the function gets the reserved port's socket (ctx.tmp_socket)
     instage: InStage | None = None  # each node's own task feeds it its partition
     gpu_counts: tuple[int, ...] = ()  # by task: how many of its task's GPUs each node uses (empty: all)
+    mlflow: bool = False  # the run is logged to MLflow: nodes relay their MLflow calls, sample CPU and memory
 
     def __call__(self, task: int, gpus: list[str]) -> dict:  # the barrier task's body (SparkBackend.barrier)
         return node_code("run_node")(self, task, gpus)

@@ -1,4 +1,5 @@
-"""Stopping a process group: SIGTERM, a grace period, then SIGKILL.
+"""Stopping a process group: SIGTERM, a grace period, then SIGKILL; and lowering a thread's CPU
+priority, for work on the driver that must never slow training down.
 
 A node's child, a TensorBoard and the development cluster's daemons each run in a process group of
 their own (``start_new_session=True``), so that stopping the group takes everything they started
@@ -11,6 +12,7 @@ import logging
 import os
 import signal
 import subprocess
+import threading
 from collections.abc import Callable
 
 log = logging.getLogger(__name__)
@@ -58,3 +60,17 @@ def _waited(proc: subprocess.Popen, seconds: float) -> bool:
         return True
     except subprocess.TimeoutExpired:
         return False
+
+
+NICE_INCREMENT = 10
+
+
+def lower_thread_priority() -> None:
+    """Lower the calling thread's CPU priority by ``NICE_INCREMENT`` (Linux nices threads one by one;
+    TensorFlow's thread pools, created by the first thread that runs an op, inherit it). Where that
+    is not possible (not Linux, not allowed) the thread runs at its normal priority."""
+    try:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + NICE_INCREMENT))
+    except (AttributeError, OSError):
+        pass

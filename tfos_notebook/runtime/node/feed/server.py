@@ -14,11 +14,10 @@ attempts never feed the same partition at once.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections import deque
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -26,8 +25,11 @@ from ...wire import channel
 from ...wire.errors import FeedError
 from ...wire.feed.codec import batch_bytes, read_stream
 from ...wire.feed.protocol import MAX_FRAME
-from ...wire.messages import FeedReport, FeedServing, to_json
+from ...wire.messages import FeedReport, FeedServing
 from .queue import Chunk, EpochEnd, FeedEnd, FeedQueue, PartitionEnd, Piece
+
+if TYPE_CHECKING:
+    from ..statuspipe import StatusPipe
 
 log = logging.getLogger(__name__)
 
@@ -99,10 +101,10 @@ class FeedServer:
         return dict(self.__dict__)
 
     # -- lifecycle ---------------------------------------------------------------------------------
-    def start(self, status: IO[str] | None = None) -> FeedServer:
+    def start(self, status: StatusPipe | None = None) -> FeedServer:
         """Listen, and report the address (and then progress) on ``status``, the child's status pipe."""
         self.queue = FeedQueue(self.buffer_bytes)
-        self._status_fd = status.fileno() if status is not None else None
+        self._status = status
         self._cond = threading.Condition()
         self._parts: dict[tuple[str, int], _Partition] = {}
         self._train_conns: set[channel.Connection] = set()
@@ -132,8 +134,8 @@ class FeedServer:
         return self._server.address
 
     def _emit(self, msg: FeedServing | FeedReport) -> None:
-        if self._status_fd is not None:
-            os.write(self._status_fd, (to_json(msg) + "\n").encode())
+        if self._status is not None:
+            self._status.send(msg)
 
     def _progress(self) -> FeedReport:
         q = self.queue
