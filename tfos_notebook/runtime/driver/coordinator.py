@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import pickle
 import time
+from dataclasses import asdict
 
 from ..wire import messages as m
 from ..wire.filetail import Chunk
@@ -18,12 +19,31 @@ from ..wire.paths import node_dir_name
 from ..wire.plan import FOREGROUND_ROLES
 from ..wire.states import NodeState
 from .errors import ChannelError, NodeError, ResultError
-from .events import ClusterReady, EventStream, GpuAssigned, GpuStats, Log, Registered, Step, TaskState
+from .events import (
+    ClusterReady,
+    EventStream,
+    GpuAssigned,
+    GpuStats,
+    Log,
+    Pace,
+    ProfileCaptured,
+    Registered,
+    Step,
+    TaskState,
+)
 from .lifecycle import node_transition_allowed
 from .nodefindings import diagnose_failure
 from .noderecord import Conn, Hooks, NodeRecord
 
 log = logging.getLogger(__name__)
+
+
+def is_trace_of(relpath: str, node_dir: str) -> bool:
+    """Whether ``relpath`` is a profiler trace of the node whose directory is ``node_dir``:
+    ``plugins/profile/<session>/<node_dir>.xplane.pb``."""
+    parts = relpath.split("/")
+    return len(parts) == 4 and parts[:2] == ["plugins", "profile"] and parts[3] == f"{node_dir}.xplane.pb"
+
 
 BACKGROUND_ROLES = ("ps", "evaluator")
 
@@ -78,6 +98,14 @@ class Coordinator:
         for conn in targets:
             send_quietly(conn, msg)
 
+    def tell(self, names: list[str], msg: m.Message) -> None:
+        """Send ``msg`` to the registered nodes named ``names`` (``role:index``) that have not ended."""
+        with self.lock:
+            targets = [nd.conn for nd in self.nodes if nd.name in names and nd.conn is not None
+                       and not nd.state.terminal]
+        for conn in targets:
+            send_quietly(conn, msg)
+
     # -- from the nodes ------------------------------------------------------------------------
     def handle(self, conn: Conn, msg: m.Message) -> None:
         """One decoded message from ``conn``. ``ChannelError``: it makes no sense here (the
@@ -103,6 +131,12 @@ class Coordinator:
         elif isinstance(msg, m.StepReport):
             self.events.publish(Step(self.run_id, task=node.task, role=node.role, index=node.index,
                                      step=msg.step, metrics=dict(msg.metrics)))
+        elif isinstance(msg, m.PaceReport):
+            self.events.publish(Pace(self.run_id, task=node.task, role=node.role, index=node.index, host=node.where,
+                                     **asdict(msg)))
+        elif isinstance(msg, m.ProfileDone):
+            self.events.publish(ProfileCaptured(self.run_id, task=node.task, role=node.role, index=node.index,
+                                                session=msg.session, ok=msg.ok, detail=msg.detail))
         elif isinstance(msg, m.NodeStateReport):
             if msg.state != NodeState.RUNNING:
                 raise ChannelError(f"a node cannot report state {msg.state!r}")
@@ -214,9 +248,19 @@ class Coordinator:
 
     def _files(self, conn: Conn, node: NodeRecord, msg: m.Files) -> None:
         chunks = [Chunk(rel, off, data) for rel, off, data in msg.chunks]
-        gaps = self.hooks.files(node_dir_name(node.role, node.index), chunks)
+        node_dir = node_dir_name(node.role, node.index)
+        if msg.area == m.PROFILE_AREA:  # traces go under the root, each named by its node
+            wrong = [c.relpath for c in chunks if not is_trace_of(c.relpath, node_dir)]
+            if wrong:
+                raise ChannelError(f"{node.name} sent a profile file {wrong[0][:80]!r}, not one of its traces "
+                                   f"(plugins/profile/<session>/{node_dir}.xplane.pb)")
+            gaps = self.hooks.files("", chunks)
+        elif msg.area:
+            raise ChannelError(f"{node.name} sent files of an unknown area {msg.area[:40]!r}")
+        else:
+            gaps = self.hooks.files(node_dir, chunks)
         if gaps:
-            send_quietly(conn, m.FilesRewind(gaps))
+            send_quietly(conn, m.FilesRewind(gaps, msg.area))
 
     def unreachable(self, node: NodeRecord, secs: float) -> None:
         """``node`` has been silent for ``secs`` seconds: it is lost with its host (retryable), and

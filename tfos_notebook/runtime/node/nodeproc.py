@@ -21,6 +21,7 @@ from ..wire.versions import tf_keras_installed
 if TYPE_CHECKING:
     from ..wire.plan import NodePlan
     from .feed.localfeed import LocalFeed
+    from .logship import LogShipper
 
 log = logging.getLogger(__name__)
 
@@ -77,11 +78,12 @@ def pump_lines(stream, name: str, fwd: Forwarder) -> None:
     stream.close()
 
 
-STATUS_MESSAGES = (m.StepReport, m.FeedServing, m.FeedReport)
+STATUS_MESSAGES = (m.StepReport, m.FeedServing, m.FeedReport, m.PaceReport, m.ProfileDone)
 
 
-def pump_status(stream, fwd: Forwarder, local_feed: LocalFeed | None) -> None:
-    """Forward the child's status lines (progress and feed reports) as typed messages."""
+def pump_status(stream, fwd: Forwarder, local_feed: LocalFeed | None, shipper: LogShipper) -> None:
+    """Forward the child's status lines (progress, step timing, feed reports, profiles) as typed
+    messages; a profile's trace is shipped before the message that says it is there."""
     for raw in iter(stream.readline, b""):
         try:
             msg = m.from_json(raw)
@@ -91,6 +93,8 @@ def pump_status(stream, fwd: Forwarder, local_feed: LocalFeed | None) -> None:
         if isinstance(msg, STATUS_MESSAGES):
             if isinstance(msg, m.FeedServing) and local_feed is not None:
                 local_feed.serving(msg.host, msg.port)
+            if isinstance(msg, m.ProfileDone):
+                shipper.drain(m.PROFILE_AREA)
             fwd.put(msg)
         else:
             log.warning("the node's process sent %r on its status pipe; ignored", msg.TYPE)
@@ -136,13 +140,43 @@ def _installed_pyspark(pythonpath: list[str]) -> bool:
     return all(PathFinder.find_spec(name, folders) is not None for name in ("pyspark", "py4j"))
 
 
-def spawn_child(plan: NodePlan, task: int, gpus: list[str], workdir: str) -> tuple[subprocess.Popen, int]:
+class ChildOrders:
+    """The node's pipe to its child's profile orders (``profiler.follow_orders`` reads them)."""
+
+    def __init__(self, fd: int) -> None:
+        self._file = os.fdopen(fd, "w", buffering=1)
+        self._lock = threading.Lock()
+
+    def send(self, order: dict) -> bool:
+        """Write one order; False when the child is gone."""
+        import json
+
+        with self._lock:
+            try:
+                self._file.write(json.dumps(order) + "\n")
+                return True
+            except (OSError, ValueError):  # the child ended (or the pipe was closed)
+                return False
+
+    def close(self) -> None:
+        with self._lock:
+            try:
+                self._file.close()
+            except OSError as e:  # the child ended with an order unread
+                log.debug("profile orders pipe: %s", e)
+
+
+def spawn_child(plan: NodePlan, task: int, gpus: list[str], workdir: str) -> tuple[subprocess.Popen, int, ChildOrders]:
+    """Start the node's child process; returns it, the read end of its status pipe, and the pipe
+    that carries orders to it."""
     status_r, status_w = os.pipe()
+    orders_r, orders_w = os.pipe()
     proc = subprocess.Popen(
         [sys.executable, "-m", "tfos_notebook.runtime.node.child", str(status_w), str(os.getpid()), plan.run_id,
-         str(task)],
+         str(task), str(orders_r)],
         env=_child_env(plan, task, gpus), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        pass_fds=(status_w,), start_new_session=True, cwd=workdir,
+        pass_fds=(status_w, orders_r), start_new_session=True, cwd=workdir,
     )
     os.close(status_w)
-    return proc, status_r
+    os.close(orders_r)
+    return proc, status_r, ChildOrders(orders_w)

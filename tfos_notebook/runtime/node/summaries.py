@@ -137,10 +137,32 @@ class ReportProgress(tf.keras.callbacks.Callback):
         self.ctx.report(epoch + 1, **metrics)
 
 
+class StepTimer(tf.keras.callbacks.Callback):
+    """Times each training step for the node's :class:`~.pace.Pace`: a timestamp per batch end.
+
+    ``_supports_tf_logs`` keeps the batch's logs as tensors: a callback without it makes tf-keras
+    copy every batch's metrics to Python, which waits for the step to finish on the device.
+    """
+
+    def __init__(self, pace, batch_size: int = 0) -> None:
+        super().__init__()
+        self.pace, self.batch_size = pace, batch_size
+        self._supports_tf_logs = True
+
+    def on_epoch_begin(self, epoch, logs=None) -> None:
+        self.pace.epoch(epoch, int(self.params.get("epochs") or 0), int(self.params.get("steps") or 0))
+
+    def on_train_batch_end(self, batch, logs=None) -> None:
+        self.pace.tick(batch + 1, self.batch_size)
+
+
 def keras_callbacks(ctx, tensorboard: bool = True, checkpoint: bool = True, progress: bool = True,
-                    backup: bool = True, flush_secs: float = 1.0, **tensorboard_args: Any) -> list:
+                    backup: bool = True, flush_secs: float = 1.0, timing: bool = True, batch_size: int = 0,
+                    **tensorboard_args: Any) -> list:
     """See ``NodeContext.callbacks``."""
     callbacks: list = []
+    if timing and ctx._pace is not None:
+        callbacks.append(StepTimer(ctx._pace, batch_size))
     if backup and ctx.model_dir and ctx.model_dir_shared:
         callbacks.append(tf.keras.callbacks.BackupAndRestore(f"{ctx.model_dir.rstrip('/')}/backup"))
     if tensorboard:

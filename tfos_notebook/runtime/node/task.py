@@ -32,7 +32,7 @@ from .feed.localfeed import LocalFeed
 from .gpusampler import GpuSampler
 from .logship import LogShipper
 from .nodelink import Orders, read_result, report_leftovers, result_message
-from .nodeproc import Forwarder, pump_lines, pump_status, spawn_child
+from .nodeproc import ChildOrders, Forwarder, pump_lines, pump_status, spawn_child
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ def run_node(plan: NodePlan, task: int, gpus: list[str], local_feed: LocalFeed |
     if plan.attempt:  # a relaunch: what the lost attempt left on this host must not write beside us
         kill_attempts_before(plan.run_id, plan.attempt)
     workdir = tempfile.mkdtemp(prefix=f"tfos-{plan.run_id}-{task}-")
-    proc, status_r = spawn_child(plan, task, gpus, workdir)  # starts up while the cluster reserves
+    proc, status_r, child_orders = spawn_child(plan, task, gpus, workdir)  # starts up while the cluster reserves
     pid_file = os.path.join(pid_dir(), f"{plan.run_id}-{task}.json")
     conn = orders = None
     try:
@@ -129,12 +129,13 @@ def run_node(plan: NodePlan, task: int, gpus: list[str], local_feed: LocalFeed |
         started.set()
         sampler = GpuSampler(conn, gpus).start()
         try:
-            return _supervise(plan, task, proc, status_r, result_path, orders, log_dir if ship_logs else None,
-                              reporter, local_feed)
+            return _supervise(plan, task, proc, status_r, child_orders, result_path, orders,
+                              log_dir if ship_logs else None, os.path.join(workdir, "profile"), reporter, local_feed)
         finally:
             sampler.stop()
     finally:
         kill_process_group(proc, 0.5)
+        child_orders.close()
         try:
             os.remove(pid_file)
         except OSError as e:
@@ -146,19 +147,21 @@ def run_node(plan: NodePlan, task: int, gpus: list[str], local_feed: LocalFeed |
             orders.join()  # its threads end with the connection
 
 
-def _supervise(plan: NodePlan, task: int, proc: subprocess.Popen, status_r: int, result_path: str,
-               orders: Orders, ship_dir: str | None, reporter: threading.Thread,
-               local_feed: LocalFeed | None) -> dict:
-    """Forward the child's output, progress and (from ``ship_dir``) event files, obey stop, and
-    report its outcome."""
+def _supervise(plan: NodePlan, task: int, proc: subprocess.Popen, status_r: int, child_orders: ChildOrders,
+               result_path: str, orders: Orders, ship_dir: str | None, profile_dir: str,
+               reporter: threading.Thread, local_feed: LocalFeed | None) -> dict:
+    """Forward the child's output, progress, (from ``ship_dir``) event files and profiles, obey
+    stop and profile orders, and report its outcome."""
     conn = orders.conn
     fwd = Forwarder(conn)
+    os.makedirs(profile_dir, exist_ok=True)
+    shipper = LogShipper(conn, {m.PROFILE_AREA: profile_dir, **({"": ship_dir} if ship_dir else {})}).start()
     pumps = [threading.Thread(target=pump_lines, args=(proc.stdout, "stdout", fwd), daemon=True),
              threading.Thread(target=pump_lines, args=(proc.stderr, "stderr", fwd), daemon=True),
-             threading.Thread(target=pump_status, args=(os.fdopen(status_r, "rb"), fwd, local_feed), daemon=True)]
+             threading.Thread(target=pump_status, args=(os.fdopen(status_r, "rb"), fwd, local_feed, shipper),
+                              daemon=True)]
     for t in pumps:
         t.start()
-    shipper = LogShipper(conn, ship_dir).start() if ship_dir else None
     stopped = threading.Event()
     ended = threading.Event()  # the child's process ended
 
@@ -168,8 +171,12 @@ def _supervise(plan: NodePlan, task: int, proc: subprocess.Popen, status_r: int,
                 stopped.set()
                 kill_process_group(proc, plan.stop_grace_secs)
                 return
-            if isinstance(msg, (m.FilesResend, m.FilesRewind)) and shipper is not None:
+            if isinstance(msg, (m.FilesResend, m.FilesRewind)):
                 shipper.on_message(msg)
+            elif isinstance(msg, m.Profile):
+                order = {"session": msg.session, "seconds": msg.seconds, "steps": msg.steps, "dir": profile_dir}
+                if not child_orders.send(order):
+                    fwd.put(m.ProfileDone(msg.session, False, "the node's process has ended"))
         if proc.poll() is None:  # lost the driver: do not train on alone
             stopped.set()
             kill_process_group(proc, plan.stop_grace_secs)
@@ -190,8 +197,7 @@ def _supervise(plan: NodePlan, task: int, proc: subprocess.Popen, status_r: int,
     for t in pumps:
         t.join(timeout=5)
     fwd.close()
-    if shipper is not None:
-        shipper.close()  # every event-file byte reaches the driver before the result
+    shipper.close()  # every event-file byte reaches the driver before the result
     msg = result_message(read_result(result_path), exit_code, stopped.is_set())
     reporter.join(10)  # the leftover report goes out before the result closes the node's account
     try:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass
 from typing import IO, Any
@@ -90,6 +91,7 @@ class FeedServer:
     def __init__(self, secret: bytes, host: str, buffer_bytes: int) -> None:
         self.secret, self.host, self.buffer_bytes = secret, host, buffer_bytes
         self.queue: FeedQueue | None = None
+        self.pace = None  # the node's pace.Pace, set in its process
         self.ended = False
         self._server: channel.ControlServer | None = None
 
@@ -267,7 +269,10 @@ class FeedServer:
              timeout: float | None = None) -> tuple[list[Piece], str]:
         """Up to ``n`` rows (see :meth:`FeedQueue.take`); inference rows are remembered so that
         :meth:`send_results` can route each result to the task that sent its row."""
+        began = time.monotonic()
         pieces, why = self.queue.take(n, epoch=epoch, partition=partition, timeout=timeout)
+        if self.pace is not None:  # how long the function waited for its data (the input-bound finding)
+            self.pace.fed(sum(p.rows for p in pieces), time.monotonic() - began)
         owed = [p for p in pieces if p.chunk.source is not None]
         if owed:
             with self._pending_lock:

@@ -1,0 +1,151 @@
+"""How fast a node trains, measured in the process that trains (the node's child).
+
+The training loop pays for one timestamp per step (a Keras callback's batch end, ``ctx.report``)
+and per batch taken from the feed; a thread of its own sums the window up about once a second
+into a :class:`~..wire.messages.PaceReport` and writes it to the status pipe, off the training
+path, which the node forwards with its other reports. Nothing here imports TensorFlow.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import statistics
+import threading
+import time
+from collections.abc import Callable
+
+from ..wire.messages import PaceReport
+
+log = logging.getLogger(__name__)
+
+REPORT_SECS = 1.0
+
+
+class Pace:
+    """Step timing of one node, reported through ``emit`` every ``interval`` seconds while it moves.
+
+    Steps come from :meth:`tick` (a step ended: Keras's ``StepTimer``) or, when nothing ticks,
+    from the step numbers of :meth:`reported` (``ctx.report``); examples from the feed (:meth:`fed`,
+    InputMode.SPARK) or else from what the ticks and reports say.
+    """
+
+    def __init__(self, emit: Callable[[PaceReport], None], interval: float = REPORT_SECS) -> None:
+        self._emit, self.interval = emit, interval
+        self._lock = threading.Lock()
+        self.steps = 0  # read without the lock by a profile that counts steps
+        self._samples: list[float] = []  # seconds per step, this window
+        self._last: float | None = None  # when the last step ended
+        self._last_reported: tuple[int, float] | None = None  # (step, time) of the last ctx.report
+        self._ticking = False
+        self._examples = self._fed = 0
+        self._window_examples = self._window_fed = 0
+        self._window_steps = 0
+        self._wait = 0.0
+        self._input_measured = False
+        self._step = self._total = self._epoch = self._epochs = self._epoch_step = self._epoch_steps = 0
+        self._steps_in_epoch = 0  # counted, for the length of an epoch Keras does not know
+        self._window_start = time.monotonic()
+        self._closed = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- from the training loop (cheap) ----------------------------------------------------------
+    def tick(self, epoch_step: int = 0, examples: int = 0) -> None:
+        """One training step ended (``epoch_step``: its number within the epoch, from 1)."""
+        now = time.monotonic()
+        with self._lock:
+            self._ticking = True
+            if self._last is not None:
+                self._samples.append(now - self._last)
+            self._last = now
+            self.steps += 1
+            self._window_steps += 1
+            self._examples += examples
+            self._window_examples += examples
+            self._epoch_step = epoch_step
+            self._steps_in_epoch += 1
+        self._start()
+
+    def reported(self, step: int, total: int = 0, examples: int = 0) -> None:
+        """``ctx.report(step, ...)``: without ticks, the steps between two reports count."""
+        now = time.monotonic()
+        with self._lock:
+            self._step, self._total = step, total or self._total
+            self._examples += examples
+            self._window_examples += examples
+            last, self._last_reported = self._last_reported, (step, now)
+            if not self._ticking and last is not None and step > last[0]:
+                self._samples.append((now - last[1]) / (step - last[0]))
+                self.steps += step - last[0]
+                self._window_steps += step - last[0]
+        self._start()
+
+    def epoch(self, epoch: int, epochs: int, epoch_steps: int) -> None:
+        """An epoch begins (``epoch`` from 0 of ``epochs``, ``epoch_steps`` steps each; 0: unknown)."""
+        with self._lock:
+            if epoch and self._steps_in_epoch and not epoch_steps:
+                epoch_steps = self._steps_in_epoch  # the last epoch's length stands for the next ones'
+            self._epoch, self._epochs, self._epoch_steps = epoch, epochs, epoch_steps or self._epoch_steps
+            self._epoch_step = self._steps_in_epoch = 0
+            self._last = None  # the time between epochs (checkpoints, validation) is no step's
+
+    def fed(self, rows: int, wait: float) -> None:
+        """The feed handed the function ``rows`` rows after it waited ``wait`` seconds for them."""
+        with self._lock:
+            self._input_measured = True
+            self._fed += rows
+            self._window_fed += rows
+            self._wait += wait
+        self._start()
+
+    # -- the reporting thread --------------------------------------------------------------------
+    def _start(self) -> None:
+        if self._thread is None:
+            with self._lock:
+                if self._thread is not None:
+                    return
+                self._thread = threading.Thread(target=self._loop, daemon=True, name="tfos-pace")
+            self._thread.start()
+            atexit.register(self.close)
+
+    def report(self) -> PaceReport | None:
+        """The window since the last report (None when nothing moved), and a new window."""
+        now = time.monotonic()
+        with self._lock:
+            if not (self._window_steps or self._window_fed or self._wait):
+                return None
+            fed = self._input_measured and self._fed
+            msg = PaceReport(
+                steps=self.steps, secs=round(now - self._window_start, 4), window_steps=self._window_steps,
+                step_secs=round(statistics.median(self._samples), 6) if self._samples else 0.0,
+                examples=self._fed if fed else self._examples,
+                window_examples=self._window_fed if fed else self._window_examples,
+                wait_secs=round(self._wait, 4), input_measured=self._input_measured, step=self._step,
+                total_steps=self._total, epoch=self._epoch, epochs=self._epochs,
+                epoch_step=self._epoch_step, epoch_steps=self._epoch_steps)
+            self._samples, self._window_start = [], now
+            self._window_steps = self._window_examples = self._window_fed = 0
+            self._wait = 0.0
+        return msg
+
+    def _send(self) -> bool:
+        msg = self.report()
+        if msg is None:
+            return True
+        try:
+            self._emit(msg)
+            return True
+        except OSError as e:  # the status pipe closed: the node is gone
+            log.debug("pace reports stop: %s", e)
+            return False
+
+    def _loop(self) -> None:
+        while not self._closed.wait(self.interval) and self._send():
+            pass
+
+    def close(self) -> None:
+        """Send what the last window holds and stop (at the process's exit)."""
+        self._closed.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(self.interval + 1)
+        self._send()
