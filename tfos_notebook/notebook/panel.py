@@ -1,15 +1,34 @@
-"""A TensorBoard panel: an iframe on TensorBoard's URL with a show/hide toggle, from core widgets.
+"""A TensorBoard panel: TensorBoard's page in a frame with a show/hide toggle, from core widgets.
 
 The monitor places the panel's two parts apart (the toggle in its header, the frame below the
 logs); ``%tfos_tensorboard`` displays a panel on its own (``widget`` holds both parts).
+
+The frame is live: its document (``livetb.js``, the frame's ``srcdoc``) opens TensorBoard once the
+run has something to show and keeps it reloading as points, runs, tag groups and the Profile tab
+appear, as the JupyterLab panel does; no widget beyond core ipywidgets' HTML is needed for it.
 """
 
 from __future__ import annotations
 
 import html
+import json
+from importlib import resources
 from typing import Any
 
 DEFAULT_HEIGHT = 600
+WAITING = "TensorBoard opens here once the run's nodes write their first summaries."
+
+
+def live_document(url: str) -> str:
+    """The frame's document: TensorBoard at ``url`` (a full URL or a path on the page's origin),
+    opened once it has a run and reloaded every second (see ``livetb.js``)."""
+    script = resources.files(__package__).joinpath("livetb.js").read_text()
+    literal = json.dumps(url).replace("<", "\\u003c")
+    return ("<!doctype html><html><head><style>html,body{margin:0;height:100%}"
+            "iframe{border:0;width:100%;height:100%}"
+            "#tfos-waiting{font:13px sans-serif;color:#6b7280;padding:8px}</style></head><body>"
+            f'<div id="tfos-waiting">{html.escape(WAITING)}</div>'
+            f"<script>const TENSORBOARD_URL = {literal};\n{script}</script></body></html>")
 
 
 class TensorBoardPanel:
@@ -41,10 +60,11 @@ class TensorBoardPanel:
         return self._widget
 
     def show(self, url: str, height: int = DEFAULT_HEIGHT) -> None:
-        """Show TensorBoard at ``url`` (a full URL or a path on the page's origin)."""
-        src = html.escape(url, quote=True)
+        """Show TensorBoard at ``url`` (a full URL or a path on the page's origin), live."""
+        doc = html.escape(live_document(url), quote=True)
         self.url = url
-        self.frame.value = (f'<iframe src="{src}" title="TensorBoard" '
+        self.frame.value = (f'<iframe class="tfos-tensorboard" data-url="{html.escape(url, quote=True)}" '
+                            f'srcdoc="{doc}" title="TensorBoard" '
                             f'style="width:100%;height:{int(height)}px;border:0"></iframe>')
         self.toggle.layout.display = ""
         self.toggle.value = True

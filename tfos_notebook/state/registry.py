@@ -55,6 +55,10 @@ class RunRecord:
         kind: ``training``, or ``evaluation`` for a ``%%tfos_evaluate`` of the run ``parent``
             (its states: ``waiting``, ``evaluating``, then ``finished``, ``failed`` or
             ``stopped``); metrics: the latest metrics an evaluation returned, at ``step``.
+        pace: how the run goes, from the nodes' step timing: ``steps_per_sec`` and
+            ``examples_per_sec`` in total, and where the nodes say how far they are ``fraction``
+            (0..1), ``eta`` (seconds), ``epoch`` (from 1) and ``epochs``; once ended, the totals
+            (``steps``, ``examples``) and the average rates. Empty before any node timed a step.
     """
 
     run_id: str
@@ -84,6 +88,7 @@ class RunRecord:
     kind: str = "training"
     parent: str | None = None
     metrics: dict[str, float] = field(default_factory=dict)
+    pace: dict[str, float] = field(default_factory=dict)
 
     @property
     def ended(self) -> bool:
