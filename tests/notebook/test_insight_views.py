@@ -18,7 +18,6 @@ from tfos_notebook.runtime.driver.lifecycle import RunState
 from tfos_notebook.runtime.driver.profiles import check_request
 from tfos_notebook.tensorboard import profiles
 
-
 WHERE = [(1, 4), (1, 8), (2, 4)]  # (epoch from 0, step in it) after each report: 3 epochs of 8 steps
 
 
