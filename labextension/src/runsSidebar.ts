@@ -9,7 +9,9 @@ import { IRun, IRunPace, POLL_INTERVAL_MS, RUNS_SIDEBAR_ID } from './tokens';
 /** `12.3 steps/s · 394 examples/s · ETA 0:42` (on an ended run: its totals and average rates). */
 export function paceText(pace: IRunPace, ended: boolean): string {
   const rate = (value: number | undefined, unit: string) =>
-    value ? `${value >= 10000 ? `${(value / 1000).toFixed(1)}k` : value.toPrecision(3)} ${unit}/s` : '';
+    value
+      ? `${value >= 10000 ? `${(value / 1000).toFixed(1)}k` : value.toPrecision(3)} ${unit}/s`
+      : '';
   return [
     pace.epochs ? `epoch ${pace.epoch}/${pace.epochs}` : '',
     ended && pace.steps ? `${pace.steps} steps` : '',
