@@ -152,7 +152,11 @@ class Monitor:
         show: displays a mime bundle in the run's cell (IPython's ``display(bundle, raw=True)``
             unless given): the static copy of the ended run goes through it.
 
-    ``widget`` is the root box to display; ``header``, ``progress``, ``tasks``, ``curves`` (the
+    ``on_profile`` (called on a thread of its own by the Profile button, shown while the run
+    trains) returns the lines to show under the header.
+
+    ``widget`` is the root box to display; ``header``, ``progress``, ``throughput`` (the progress
+    bar, rates and ETA from the nodes' step timing), ``profile_button``, ``tasks``, ``curves`` (the
     metrics each node reported, as charts), ``logs`` (TensorFlow's known notices hidden unless
     ``noise_toggle`` is pressed), ``findings``, ``stop_button`` and ``tensorboard_panel`` (a :class:`TensorBoardPanel` whose
     toggle sits in the header and whose frame is at the bottom) are its parts.
