@@ -272,32 +272,29 @@ class Monitor:
                 self._sync(None)
 
     def _profile_clicked(self, _button: Any = None) -> None:
-        self.profile_button.disabled = True
-        self.profile_result.value = "recording a profile on every node…"
-        threading.Thread(target=self._profile, daemon=True, name="tfos-profile").start()
-
-    def _profile(self) -> None:
-        try:
-            text = self._on_profile()
-        except Exception as e:  # shown in the monitor; the button's thread must end either way
-            log.warning("the monitor's profile failed", exc_info=True)
-            text = f"profile failed: {e}"
-        self.profile_result.value = f"<pre style='margin:0;font-size:0.85em'>{html.escape(text)}</pre>"
-        self.profile_button.disabled = False
+        self._in_background(self.profile_button, self.profile_result, "recording a profile on every node…",
+                            self._on_profile, "profile")
 
     def _cleanup_clicked(self, _button: Any = None) -> None:
-        self.cleanup_button.disabled = True
-        self.cleanup_result.value = "killing leftovers…"
-        threading.Thread(target=self._cleanup, daemon=True, name="tfos-cleanup").start()
+        self._in_background(self.cleanup_button, self.cleanup_result, "killing leftovers…", self._on_cleanup,
+                            "cleanup")
 
-    def _cleanup(self) -> None:
-        try:
-            text = self._on_cleanup()
-        except Exception as e:  # shown in the monitor; the button's thread must end either way
-            log.warning("the monitor's cleanup failed", exc_info=True)
-            text = f"cleanup failed: {e}"
-        self.cleanup_result.value = f"<pre style='margin:0;font-size:0.85em'>{html.escape(text)}</pre>"
-        self.cleanup_button.disabled = False
+    def _in_background(self, button: Any, out: Any, busy: str, action: Callable[[], str], what: str) -> None:
+        """Run a button's ``action`` on a thread of its own (a click arrives on the kernel's main
+        thread) and show the text it returns, or why it failed, in ``out``."""
+        button.disabled = True
+        out.value = busy
+
+        def work() -> None:
+            try:
+                text = action()
+            except Exception as e:  # shown in the monitor; the button's thread must end either way
+                log.warning("the monitor's %s failed", what, exc_info=True)
+                text = f"{what} failed: {e}"
+            out.value = f"<pre style='margin:0;font-size:0.85em'>{html.escape(text)}</pre>"
+            button.disabled = False
+
+        threading.Thread(target=work, daemon=True, name=f"tfos-{what}").start()
 
     # -- TensorBoard ---------------------------------------------------------------------------
     def show_tensorboard(self, url: str, height: int = DEFAULT_HEIGHT) -> None:
