@@ -139,3 +139,11 @@ def test_a_profile_without_the_profile_plugin_says_how_to_install_it(monkeypatch
         "kernel's Python, then start the run's TensorBoard again (%tfos_tensorboard RUN --stop, then "
         "%tfos_tensorboard RUN) and profile")
     assert profiles.profile_url("/proxy/6006/") == "/proxy/6006/#profile"
+
+
+def test_the_profile_tab_opens_under_the_databricks_driver_proxy_too():
+    from tfos_notebook.tensorboard.urls import CLUSTER_ID_KEY, ORG_ID_KEY, WORKSPACE_URL_KEY, tensorboard_url
+
+    conf = {ORG_ID_KEY: "1234", CLUSTER_ID_KEY: "0101-abc", WORKSPACE_URL_KEY: "adb-1.azuredatabricks.net"}
+    assert profiles.profile_url(tensorboard_url(6006, conf)) == \
+        "https://adb-1.azuredatabricks.net/driver-proxy/o/1234/0101-abc/6006/#profile"
