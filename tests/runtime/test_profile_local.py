@@ -67,7 +67,9 @@ def test_a_keras_run_shows_progress_and_eta_and_a_profile_lands_one_trace_per_no
         assert sorted(os.listdir(folder)) == ["chief_0.xplane.pb", "worker_0.xplane.pb"]
         assert all(os.path.getsize(os.path.join(folder, f)) > 1000 for f in os.listdir(folder))
         base = f"http://127.0.0.1:{board.port}/data/plugin/profile"
-        assert result.session in get_json(f"{base}/runs")
+        assert result.session in get_json(f"{base}/runs")  # the Profile tab: one session, a host per node
+        hosts = get_json(f"{base}/hosts?run={result.session}&tag=trace_viewer")
+        assert sorted(h["hostname"] for h in hosts) == ["chief_0", "worker_0"]
         print(f"profile of 2 nodes for 2 s in the mirror after {took:.1f}s")
 
         run.wait(300)
