@@ -96,15 +96,18 @@ def test_the_node_times_its_steps_and_reports_the_window_once_a_second_off_the_t
     for i in range(4):
         time.sleep(0.01)
         p.tick(i + 1, examples=32)
-    p.fed(128, 0.03)
+    p.taking()
+    time.sleep(0.03)
+    p.fed(128)
     time.sleep(0.2)
     p.close()
     assert len(sent) >= 1
     first = sent[0]
     assert (first.steps, first.window_steps, first.epochs, first.epoch_steps, first.epoch_step) == (4, 4, 2, 4, 4)
-    assert first.examples == 128 and first.input_measured and first.wait_secs == 0.03  # fed rows count
+    assert sent[-1].examples == 128 and first.input_measured  # the fed rows are the examples
+    assert 0.03 <= sum(m.wait_secs for m in sent) < 0.06  # the wait, in whichever windows it spans
     assert 0.009 < first.step_secs < 0.05
-    assert all(m.window_steps == 0 for m in sent[1:]) and len(sent) <= 2  # idle: nothing more
+    assert all(m.window_steps == 0 for m in sent[1:]) and len(sent) <= 3  # idle: nothing more
 
 
 def test_ctx_report_steps_count_when_no_keras_callback_ticks():
@@ -116,3 +119,15 @@ def test_ctx_report_steps_count_when_no_keras_callback_ticks():
     msg = p.report()
     assert (msg.steps, msg.window_steps, msg.step, msg.total_steps, msg.examples) == (10, 10, 10, 100, 640)
     assert 0.001 < msg.step_secs < 0.01
+
+
+def test_a_wait_for_fed_data_still_under_way_counts_in_each_window_it_spans():
+    p = NodePace(lambda msg: None, interval=10)
+    p.taking()
+    time.sleep(0.05)
+    first = p.report()
+    time.sleep(0.05)
+    p.fed(16)
+    second = p.report()
+    assert first.input_measured and 0.05 <= first.wait_secs < 0.09 and first.window_examples == 0
+    assert 0.05 <= second.wait_secs < 0.09 and second.window_examples == 16

@@ -13,7 +13,7 @@ import urllib.request
 import pytest
 
 from tfos_notebook import ConfigError, Run
-from tfos_notebook.runtime.driver.events import FindingRaised, Pace
+from tfos_notebook.runtime.driver.events import FindingRaised, Log, Pace
 
 EPOCHS, STEPS, BATCH = 20, 20, 32
 
@@ -61,7 +61,7 @@ def test_a_keras_run_shows_progress_and_eta_and_a_profile_lands_one_trace_per_no
         began = time.monotonic()
         result = run.profile(seconds=2)
         took = time.monotonic() - began
-        assert result.ok, result.failures
+        assert result.ok, (result.failures, [f"{e.role}:{e.index} {e.line}" for e in run.events.events(Log)][-60:])
         assert sorted(result.traces) == ["chief:0", "worker:0"] and took < 2 + 10, took
         folder = os.path.join(board.mirror.root, "plugins", "profile", result.session)
         assert sorted(os.listdir(folder)) == ["chief_0.xplane.pb", "worker_0.xplane.pb"]

@@ -64,6 +64,7 @@ def main(argv: list[str]) -> int:
     go = json.loads(line)
     payload_path, result_path = go["payload"], go["result"]
     os.environ.update(go["env"])
+    ctx = None
     try:
         with open(payload_path, "rb") as f:
             payload = pickle.load(f)
@@ -86,6 +87,8 @@ def main(argv: list[str]) -> int:
         _write_result(result_path, ("error", traceback.format_exc()))
         return 1
     finally:
+        if ctx is not None and ctx._pace is not None:
+            ctx._pace.close()  # the last window, while the status pipe is open
         sys.stdout.flush()
         sys.stderr.flush()
 

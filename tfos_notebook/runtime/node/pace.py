@@ -1,7 +1,7 @@
 """How fast a node trains, measured in the process that trains (the node's child).
 
 The training loop pays for one timestamp per step (a Keras callback's batch end, ``ctx.report``)
-and per batch taken from the feed; a thread of its own sums the window up about once a second
+and two per batch taken from the feed (a wait still under way counts in each window it spans); a thread of its own sums the window up about once a second
 into a :class:`~..wire.messages.PaceReport` and writes it to the status pipe, off the training
 path, which the node forwards with its other reports. Nothing here imports TensorFlow.
 """
@@ -42,6 +42,7 @@ class Pace:
         self._window_examples = self._window_fed = 0
         self._window_steps = 0
         self._wait = 0.0
+        self._taking_since: float | None = None  # the function waits for fed data since then
         self._input_measured = False
         self._step = self._total = self._epoch = self._epochs = self._epoch_step = self._epoch_steps = 0
         self._steps_in_epoch = 0  # counted, for the length of an epoch Keras does not know
@@ -89,14 +90,22 @@ class Pace:
             self._epoch_step = self._steps_in_epoch = 0
             self._last = None  # the time between epochs (checkpoints, validation) is no step's
 
-    def fed(self, rows: int, wait: float) -> None:
-        """The feed handed the function ``rows`` rows after it waited ``wait`` seconds for them."""
+    def taking(self) -> None:
+        """The function asks the feed for its next rows (and may wait for them)."""
         with self._lock:
             self._input_measured = True
+            self._taking_since = time.monotonic()
+        self._start()
+
+    def fed(self, rows: int) -> None:
+        """The feed handed the function ``rows`` rows (the wait since :meth:`taking` counts)."""
+        now = time.monotonic()
+        with self._lock:
+            if self._taking_since is not None:
+                self._wait += now - max(self._taking_since, self._window_start)
+                self._taking_since = None
             self._fed += rows
             self._window_fed += rows
-            self._wait += wait
-        self._start()
 
     # -- the reporting thread --------------------------------------------------------------------
     def _start(self) -> None:
@@ -112,6 +121,8 @@ class Pace:
         """The window since the last report (None when nothing moved), and a new window."""
         now = time.monotonic()
         with self._lock:
+            if self._taking_since is not None:  # still waiting: this window's part counts now
+                self._wait += now - max(self._taking_since, self._window_start)
             if not (self._window_steps or self._window_fed or self._wait):
                 return None
             fed = self._input_measured and self._fed

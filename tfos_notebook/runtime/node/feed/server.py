@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import time
 from collections import deque
 from dataclasses import dataclass
 from typing import IO, Any
@@ -269,10 +268,11 @@ class FeedServer:
              timeout: float | None = None) -> tuple[list[Piece], str]:
         """Up to ``n`` rows (see :meth:`FeedQueue.take`); inference rows are remembered so that
         :meth:`send_results` can route each result to the task that sent its row."""
-        began = time.monotonic()
+        if self.pace is not None:  # how long the function waits for its data (the input-bound finding)
+            self.pace.taking()
         pieces, why = self.queue.take(n, epoch=epoch, partition=partition, timeout=timeout)
-        if self.pace is not None:  # how long the function waited for its data (the input-bound finding)
-            self.pace.fed(sum(p.rows for p in pieces), time.monotonic() - began)
+        if self.pace is not None:
+            self.pace.fed(sum(p.rows for p in pieces))
         owed = [p for p in pieces if p.chunk.source is not None]
         if owed:
             with self._pending_lock:
