@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import atexit
 import logging
-import statistics
 import threading
 import time
 from collections.abc import Callable
@@ -20,6 +19,12 @@ from ..wire.messages import PaceReport
 log = logging.getLogger(__name__)
 
 REPORT_SECS = 1.0
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 class Pace:
@@ -128,7 +133,7 @@ class Pace:
             fed = self._input_measured and self._fed
             msg = PaceReport(
                 steps=self.steps, secs=round(now - self._window_start, 4), window_steps=self._window_steps,
-                step_secs=round(statistics.median(self._samples), 6) if self._samples else 0.0,
+                step_secs=round(_median(self._samples), 6) if self._samples else 0.0,
                 examples=self._fed if fed else self._examples,
                 window_examples=self._window_fed if fed else self._window_examples,
                 wait_secs=round(self._wait, 4), input_measured=self._input_measured, step=self._step,
