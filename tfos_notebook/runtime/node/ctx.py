@@ -178,9 +178,9 @@ class NodeContext:
             backup: a Keras BackupAndRestore under ``ctx.model_dir/backup``, so that a run relaunched
                 after a lost node resumes ``fit`` from the last finished epoch; left out when the
                 model dir is not shared (``model_dir_shared``), as the nodes would resume unevenly.
-            timing: time every training step (a timestamp per batch; the sums go to the driver once
-                a second, off the training path) for the monitor's progress bar, steps/s, ETA and the
-                straggler finding, and for ``%tfos_profile --steps``.
+            timing: count the training's steps (the node reads the optimizer's step counter once a
+                second on a thread of its own: nothing runs per step) for the monitor's progress bar,
+                steps/s, ETA and the straggler finding, and for ``%tfos_profile --steps``.
             batch_size: examples per step (global under a multi-worker strategy: each node's share
                 is counted), for examples/s; fed data (InputMode.SPARK) is counted without it.
             tensorboard_args: passed to the Keras TensorBoard callback (``update_freq``,

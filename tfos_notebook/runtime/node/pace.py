@@ -30,9 +30,10 @@ def _median(values: list[float]) -> float:
 class Pace:
     """Step timing of one node, reported through ``emit`` every ``interval`` seconds while it moves.
 
-    Steps come from :meth:`tick` (a step ended: Keras's ``StepTimer``) or, when nothing ticks,
-    from the step numbers of :meth:`reported` (``ctx.report``); examples from the feed (:meth:`fed`,
-    InputMode.SPARK) or else from what the ticks and reports say.
+    Steps come from a step counter the reporting thread reads (:meth:`count`: Keras's
+    ``optimizer.iterations``, through ``StepTimer``, so Keras calls nothing per step) or, without
+    one, from the step numbers of :meth:`reported` (``ctx.report``); examples from the feed
+    (:meth:`fed`, InputMode.SPARK) or else from the batch size or what the reports say.
     """
 
     def __init__(self, emit: Callable[[PaceReport], None], interval: float = REPORT_SECS) -> None:
@@ -40,9 +41,11 @@ class Pace:
         self._lock = threading.Lock()
         self.steps = 0  # read without the lock by a profile that counts steps
         self._samples: list[float] = []  # seconds per step, this window
-        self._last: float | None = None  # when the last step ended
         self._last_reported: tuple[int, float] | None = None  # (step, time) of the last ctx.report
-        self._ticking = False
+        self._counter: Callable[[], int] | None = None
+        self._counted = 0  # the counter's value at the last read
+        self._batch_size = 0
+        self._epoch_base = 0  # the counter's value when the epoch began
         self._examples = self._fed = 0
         self._window_examples = self._window_fed = 0
         self._window_steps = 0
@@ -50,37 +53,31 @@ class Pace:
         self._taking_since: float | None = None  # the function waits for fed data since then
         self._input_measured = False
         self._step = self._total = self._epoch = self._epochs = self._epoch_step = self._epoch_steps = 0
-        self._steps_in_epoch = 0  # counted, for the length of an epoch Keras does not know
         self._window_start = time.monotonic()
         self._closed = threading.Event()
         self._thread: threading.Thread | None = None
 
     # -- from the training loop (cheap) ----------------------------------------------------------
-    def tick(self, epoch_step: int = 0, examples: int = 0) -> None:
-        """One training step ended (``epoch_step``: its number within the epoch, from 1)."""
-        now = time.monotonic()
+    def count(self, counter: Callable[[], int] | None, batch_size: int = 0) -> None:
+        """Count steps with ``counter`` (the training's own step counter, read from the reporting
+        thread), ``batch_size`` examples each; None: stop counting (after a last read)."""
         with self._lock:
-            self._ticking = True
-            if self._last is not None:
-                self._samples.append(now - self._last)
-            self._last = now
-            self.steps += 1
-            self._window_steps += 1
-            self._examples += examples
-            self._window_examples += examples
-            self._epoch_step = epoch_step
-            self._steps_in_epoch += 1
+            if self._counter is not None:
+                self._read_counter()
+            self._counter, self._batch_size = counter, batch_size
+            if counter is not None:
+                self._counted = self._epoch_base = counter()
         self._start()
 
     def reported(self, step: int, total: int = 0, examples: int = 0) -> None:
-        """``ctx.report(step, ...)``: without ticks, the steps between two reports count."""
+        """``ctx.report(step, ...)``: without a counter, the steps between two reports count."""
         now = time.monotonic()
         with self._lock:
             self._step, self._total = step, total or self._total
             self._examples += examples
             self._window_examples += examples
             last, self._last_reported = self._last_reported, (step, now)
-            if not self._ticking and last is not None and step > last[0]:
+            if self._counter is None and last is not None and step > last[0]:
                 self._samples.append((now - last[1]) / (step - last[0]))
                 self.steps += step - last[0]
                 self._window_steps += step - last[0]
@@ -89,11 +86,26 @@ class Pace:
     def epoch(self, epoch: int, epochs: int, epoch_steps: int) -> None:
         """An epoch begins (``epoch`` from 0 of ``epochs``, ``epoch_steps`` steps each; 0: unknown)."""
         with self._lock:
-            if epoch and self._steps_in_epoch and not epoch_steps:
-                epoch_steps = self._steps_in_epoch  # the last epoch's length stands for the next ones'
+            if self._counter is not None:
+                self._read_counter()
+                done = self._counted - self._epoch_base
+                if epoch and done and not epoch_steps:
+                    epoch_steps = done  # the last epoch's length stands for the next ones'
+                self._epoch_base = self._counted
             self._epoch, self._epochs, self._epoch_steps = epoch, epochs, epoch_steps or self._epoch_steps
-            self._epoch_step = self._steps_in_epoch = 0
-            self._last = None  # the time between epochs (checkpoints, validation) is no step's
+            self._epoch_step = 0
+
+    def _read_counter(self) -> None:
+        """Take the steps the counter ran since its last read (under the lock)."""
+        value = self._counter()
+        new = value - self._counted
+        if new > 0:
+            self.steps += new
+            self._window_steps += new
+            self._examples += new * self._batch_size
+            self._window_examples += new * self._batch_size
+        self._counted = value
+        self._epoch_step = value - self._epoch_base
 
     def taking(self) -> None:
         """The function asks the feed for its next rows (and may wait for them)."""
@@ -126,6 +138,14 @@ class Pace:
         """The window since the last report (None when nothing moved), and a new window."""
         now = time.monotonic()
         with self._lock:
+            if self._counter is not None:
+                try:
+                    self._read_counter()
+                except Exception as e:  # the model went away: count no more
+                    log.debug("the step counter cannot be read: %s", e)
+                    self._counter = None
+            if self._counter is not None and self._window_steps:  # the window's mean step
+                self._samples.append((now - self._window_start) / self._window_steps)
             if self._taking_since is not None:  # still waiting: this window's part counts now
                 self._wait += now - max(self._taking_since, self._window_start)
             if not (self._window_steps or self._window_fed or self._wait):

@@ -138,22 +138,26 @@ class ReportProgress(tf.keras.callbacks.Callback):
 
 
 class StepTimer(tf.keras.callbacks.Callback):
-    """Times each training step for the node's :class:`~.pace.Pace`: a timestamp per batch end.
+    """Times the training for the node's :class:`~.pace.Pace` at no cost per step.
 
-    ``_supports_tf_logs`` keeps the batch's logs as tensors: a callback without it makes tf-keras
-    copy every batch's metrics to Python, which waits for the step to finish on the device.
+    It has no batch hook (with one, Keras calls every callback at every step): the pace's own
+    thread reads the optimizer's step counter (``optimizer.iterations``, public in tf-keras and
+    Keras 3) once a second; the epochs come from ``on_epoch_begin``.
     """
 
     def __init__(self, pace, batch_size: int = 0) -> None:
         super().__init__()
         self.pace, self.batch_size = pace, batch_size
-        self._supports_tf_logs = True
+
+    def on_train_begin(self, logs=None) -> None:
+        iterations = self.model.optimizer.iterations
+        self.pace.count(lambda: int(iterations.numpy()), self.batch_size)
 
     def on_epoch_begin(self, epoch, logs=None) -> None:
         self.pace.epoch(epoch, int(self.params.get("epochs") or 0), int(self.params.get("steps") or 0))
 
-    def on_train_batch_end(self, batch, logs=None) -> None:
-        self.pace.tick(batch + 1, self.batch_size)
+    def on_train_end(self, logs=None) -> None:
+        self.pace.count(None)
 
 
 def keras_callbacks(ctx, tensorboard: bool = True, checkpoint: bool = True, progress: bool = True,
