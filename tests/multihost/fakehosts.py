@@ -6,7 +6,14 @@ every host. The Spark master runs in the root network namespace on the bridge's 
 (``FakeHosts.driver``) runs there too, but in its own pid and mount namespace with its own ``/tmp``,
 so it shares neither files under ``/tmp`` nor the process table with any host. An optional shared
 directory is bind-mounted at ``/tmp/shared`` on every host and on the driver, standing in for shared
-storage (DBFS, NFS, HDFS); everything else under ``/tmp`` is local to one host.
+storage (NFS, HDFS); everything else under ``/tmp`` is local to one host.
+
+Databricks' FUSE mounts stand in too, as mount points (which is how they are told apart from a
+directory of that name): a part of the shared directory is mounted at ``/Volumes`` (holding the
+volume ``/Volumes/main/tfos/shared``) and another at ``/dbfs``, on every host and driver. ``set_dbfs``
+unmounts or remounts ``/dbfs`` on one host, as on compute without FUSE for DBFS root. The empty
+directories ``/Volumes`` and ``/dbfs`` are made on the machine's root to mount on, and removed at
+``stop`` when empty and not mounted there.
 
 Only one such cluster can exist on a machine at a time (fixed names and addresses). ``stop`` tears it
 all down by pid-namespace init, then the links and namespaces; ``start`` first removes what an
@@ -35,6 +42,8 @@ SUBNET = "10.251.0"
 MASTER_IP = f"{SUBNET}.1"
 DRIVER_NAME = "tfos-driver"
 REPO = Path(__file__).resolve().parents[2]
+FUSE_MOUNTS = ("/Volumes", "/dbfs")
+VOLUME = "/Volumes/main/tfos/shared"  # a Unity Catalog volume's path, /Volumes/<catalog>/<schema>/<volume>
 
 
 def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -168,6 +177,10 @@ class FakeHosts:
         (self.root / "oldtmp").mkdir()
         self.shared_dir.mkdir()
         self.shared_dir.chmod(0o1777)
+        for mount in FUSE_MOUNTS:
+            Path(mount).mkdir(exist_ok=True)
+            self._fuse_source(mount).mkdir(mode=0o1777)
+        (self._fuse_source("/Volumes") / VOLUME.removeprefix("/Volumes/")).mkdir(parents=True)
         self._hosts = [Host(f"tfos-h{i + 1}", f"{SUBNET}.{11 + i}", f"tfosv{i + 1}") for i in range(self.hosts)]
         names = ["127.0.0.1 localhost", f"{MASTER_IP} {DRIVER_NAME}"] + [f"{h.ip} {h.name}" for h in self._hosts]
         (self.root / "hosts").write_text("\n".join(names) + "\n")
@@ -204,10 +217,12 @@ class FakeHosts:
 
     def _isolated(self, hostname: str) -> list[str]:
         """The command prefix that runs what follows in new pid, mount and uts namespaces with a
-        private /tmp (the shared directory at /tmp/shared), the given hostname and our /etc/hosts."""
+        private /tmp (the shared directory at /tmp/shared, and its parts at /Volumes and /dbfs), the
+        given hostname and our /etc/hosts."""
         old = self.root / "oldtmp"
         keep = "".join(f"mkdir -p /tmp/{p} && mount --bind {old}/{p} /tmp/{p} && " for p in _kept_tmp_paths())
-        shared = f"mkdir /tmp/shared && mount --bind {self.shared_dir} /tmp/shared && " if self.shared else ""
+        fuse = "".join(f"mount --bind {self._fuse_source(m)} {m} && " for m in FUSE_MOUNTS)
+        shared = f"mkdir /tmp/shared && mount --bind {self.shared_dir} /tmp/shared && {fuse}" if self.shared else ""
         script = (f"mount --bind /tmp {old} && mount -t tmpfs -o mode=1777 tmpfs /tmp && {keep}{shared}"
                   f"mount --bind {self.root / 'hosts'} /etc/hosts && hostname {hostname} && exec \"$@\"")
         return ["unshare", "--mount", "--pid", "--uts", "--fork", "--mount-proc", "--kill-child",
@@ -268,6 +283,17 @@ class FakeHosts:
         self._procs.append(proc)
         return proc
 
+    def _fuse_source(self, mount: str) -> Path:
+        """The part of the shared directory mounted at ``mount`` (``/Volumes`` or ``/dbfs``)."""
+        return self.shared_dir / mount.strip("/").lower()
+
+    def set_dbfs(self, name: str, mounted: bool) -> None:
+        """Unmount (or mount again) ``/dbfs`` on host ``name``, in its own mount namespace."""
+        command = f"mount --bind {self._fuse_source('/dbfs')} /dbfs" if mounted else "umount /dbfs"
+        done = self.host(name).run(command)
+        if done.returncode:
+            raise RuntimeError(f"{command} on {name} failed: {done.stderr.strip()}")
+
     # -- chaos ------------------------------------------------------------------------------------
     def cut(self, name: str) -> None:
         """Cut host ``name`` off the network (its link to the bridge goes down)."""
@@ -298,6 +324,12 @@ class FakeHosts:
         self._remove_leftovers()
         subprocess.run(["umount", "-l", str(self.root / "oldtmp")], capture_output=True)
         shutil.rmtree(self.root, ignore_errors=True)
+        for mount in FUSE_MOUNTS:  # only ever mounted inside the hosts' and drivers' namespaces
+            if not os.path.ismount(mount):
+                try:
+                    os.rmdir(mount)
+                except OSError:  # not empty, or gone already: not ours to remove
+                    pass
 
     def _remove_leftovers(self) -> None:
         for i in range(8):

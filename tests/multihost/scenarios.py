@@ -10,6 +10,8 @@ import os
 import sys
 import time
 
+from fakehosts import VOLUME
+
 
 def session():
     from pyspark.sql import SparkSession
@@ -37,12 +39,14 @@ def write_checkpoint_and_events(args, ctx):
     with ctx.summary_writer().as_default():
         tf.summary.scalar("loss", 0.5, step=1)
     return {"host": socket.gethostname(), "shared": ctx.model_dir_shared, "model_dir": ctx.model_dir,
-            "restored": restored}
+            "log_dir": ctx.log_dir, "restored": restored}
 
 
 def storage() -> None:
-    """A node-local model dir and a file:// log dir, then a relative model dir."""
-    from tfos_notebook import Run
+    """A node-local model dir and a file:// log dir, then a relative model dir, then dbfs:/ paths
+    through the fake hosts' /Volumes and /dbfs mounts; prints ``UNMOUNT /dbfs`` and waits for a line
+    on stdin (the test unmounts /dbfs on one host), then launches with a dbfs:/ log dir again."""
+    from tfos_notebook import NodeError, Run
     from tfos_notebook.errors import ConfigError
     from tfos_notebook.notebook.evaluate import evaluate_run
     from tfos_notebook.notebook.tracker import track
@@ -75,6 +79,23 @@ def storage() -> None:
     out["relative"] = {"model_dir": run.model_dir, "results": run.results,
                        "kept": sorted(os.listdir(run.model_dir)),
                        "findings": [f.code for f in run.diagnose()]}
+    run = Run(spark, write_checkpoint_and_events, None, 2, model_dir=f"dbfs:{VOLUME}/model-dbfs",
+              log_dir="dbfs:/tfos/logs", name="dbfs")
+    run.start()
+    run.wait(180)
+    out["dbfs"] = {"log_dir": run.log_dir, "results": run.results, "kept": sorted(os.listdir(f"{VOLUME}/model-dbfs")),
+                   "events": sorted(os.path.relpath(d, "/dbfs/tfos/logs") for d, _, files in os.walk("/dbfs/tfos/logs")
+                                    if files)}
+    print("UNMOUNT /dbfs", flush=True)
+    sys.stdin.readline()
+    t0 = time.monotonic()
+    run = Run(spark, write_checkpoint_and_events, None, 2, log_dir="dbfs:/tfos/logs", name="no-dbfs").start()
+    try:
+        run.wait(120)
+        out["no_dbfs"] = {"error": None}
+    except NodeError as e:
+        out["no_dbfs"] = {"error": str(e), "seconds": time.monotonic() - t0, "state": run.state,
+                          "attempt": run.attempt}
     report(**out)
 
 
@@ -90,7 +111,7 @@ def chaos() -> None:
     import test_recovery  # its node function: counts steps, checkpoints every 5, resumes with ctx.restore
 
     cloudpickle.register_pickle_by_value(test_recovery)  # Spark's pickler: executors cannot import it
-    model_dir = f"/tmp/shared/model-{os.getpid()}-{time.time_ns()}"
+    model_dir = f"{VOLUME}/model-{os.getpid()}-{time.time_ns()}"
     run = Run(session(), test_recovery.count_with_checkpoints, STEPS, 2, model_dir=model_dir, retries=2,
               name="chaos").start()
     end = time.monotonic() + 180
@@ -100,7 +121,8 @@ def chaos() -> None:
             break
         time.sleep(0.1)
     else:
-        print(f"NOT READY: {run.state}; findings: {[f.describe() for f in run.diagnose()]}", flush=True)
+        print(f"NOT READY: {run.state}; error: {run.error}; findings: {[f.describe() for f in run.diagnose()]}",
+              flush=True)
         run.stop()
         return
     hosts = {f"{n.role}:{n.index}": n.where for n in run.nodes}
@@ -128,14 +150,15 @@ def run_notebook(name: str, **env: str) -> list:
 
 
 def notebooks() -> None:
-    """Example notebooks 01 and 05 against the fake hosts (each kernel its own application), then 02
-    evaluating, from a second kernel, the checkpoints of a run this driver trains across the hosts."""
+    """Example notebooks 01 and 05 against the fake hosts (each kernel its own application) with
+    their work dir on the fake volume, then 02 evaluating, from a second kernel, the checkpoints of
+    a run this driver trains across the hosts with its model and log dirs on the volume."""
     sys.path.insert(0, os.path.join(os.path.dirname(EXAMPLES), "tests", "examples"))
     from test_notebook_02_evaluation import TRAINING_CELL
 
     from tfos_notebook.notebook import TrainOptions, train
 
-    work = "/tmp/shared/examples"
+    work = f"{VOLUME}/examples"
     env = {"TFOS_WORK_DIR": work, "TFOS_EPOCHS": "3", "TFOS_MONITOR": "text"}
     out: dict = {}
     for name in ("01_train_digits.ipynb", "05_migrate_tfos.ipynb"):
@@ -144,15 +167,16 @@ def notebooks() -> None:
         with open(os.path.join(work, name.replace(".ipynb", ".json"))) as f:
             out[name[:2]] = {"summary": json.load(f), "seconds": time.monotonic() - t0}
     t0 = time.monotonic()
-    options = TrainOptions(workers=2, epochs=3, model_dir="/tmp/shared/model-02", name="digits_for_02",
-                           monitor="none")
+    options = TrainOptions(workers=2, epochs=3, model_dir=f"{VOLUME}/model-02", logdir=f"{VOLUME}/logs",
+                           name="digits_for_02", monitor="none")
     run = train(TRAINING_CELL, options, {}, spark=session())
     cells = run_notebook("02_concurrent_evaluation.ipynb", TFOS_EVAL_RUN="digits_for_02", TFOS_EVAL_EVERY="0.5")
     run.wait(120)
     text = ["".join(o.get("text", "") for o in c.get("outputs", []) if o.get("output_type") == "stream")
             for c in cells]
     out["02"] = {"text": "\n".join(text), "seconds": time.monotonic() - t0,
-                 "nodes": sorted(n.where for n in run.run.nodes)}
+                 "nodes": sorted(n.where for n in run.run.nodes), "log_dir": run.run.log_dir,
+                 "events": sorted(os.listdir(run.run.log_dir))}
     report(**out)
 
 

@@ -1,10 +1,12 @@
 """Runs across fake hosts (Linux namespaces, see ``fakehosts.py``): two worker hosts that share
 neither loopback, process table, hostname nor /tmp with each other or with the driver, which runs
-in its own namespaces. ``/tmp/shared`` on every host and the driver stands in for shared storage.
+in its own namespaces. ``/tmp/shared`` on every host and the driver stands in for shared storage,
+and mounts of parts of it at ``/Volumes`` and ``/dbfs`` for Databricks' FUSE mounts (faked: no
+Databricks here, only mount points at its paths).
 
 Each test runs a driver program from ``scenarios.py`` and checks what it reports, and what is left
 on the hosts. The chaos tests kill a node's process, kill an executor JVM, or cut a host's network
-for 60 s in the middle of a run whose checkpoints are in the shared directory.
+for 60 s in the middle of a run whose checkpoints are on the fake Unity Catalog volume.
 """
 
 from __future__ import annotations
@@ -48,8 +50,20 @@ def test_a_profile_of_a_run_on_two_hosts_lands_each_node_trace_in_the_driver_mir
     assert [h.split(" ")[0] for h in result["hosts"]] == ["tfos-h1", "tfos-h2"]  # one node on each host
 
 
-def test_local_dirs_are_told_apart_from_shared_ones_across_hosts(hosts):
-    result, _ = wait_for(hosts.driver([SCENARIOS, "storage"]), 400)
+def test_local_dirs_are_told_apart_from_shared_ones_and_dbfs_paths_reach_tensorflow_through_the_mounts(hosts):
+    driver = hosts.driver([SCENARIOS, "storage"])
+    try:
+        line = driver.stdout.readline()
+        while line and not line.startswith("UNMOUNT"):  # "" once the driver exited
+            line = driver.stdout.readline()
+        assert line.startswith("UNMOUNT /dbfs"), f"the storage scenario stopped early:\n{driver.stdout.read()[-4000:]}"
+        hosts.set_dbfs("tfos-h2", mounted=False)  # as on compute without FUSE for DBFS root
+        driver.stdin.write("go\n")
+        driver.stdin.flush()
+        result, _ = wait_for(driver, 300)
+    finally:
+        kill_process_group(driver, grace=5)
+        hosts.set_dbfs("tfos-h2", mounted=True)
     nodes = result["results"]
     assert {r["host"] for r in nodes.values()} == {"tfos-h1", "tfos-h2"}  # one node on each host
     # /tmp/model-local is a different directory on each host: nobody resumes from it, and the driver
@@ -66,6 +80,20 @@ def test_local_dirs_are_told_apart_from_shared_ones_across_hosts(hosts):
     assert relative["model_dir"] == "/tmp/shared/work/relative-model"
     assert "checkpoint" in relative["kept"] and "model_dir_not_shared" not in relative["findings"]
     assert all(r["shared"] and r["model_dir"] == relative["model_dir"] for r in relative["results"].values())
+    # dbfs:/Volumes/... reaches TensorFlow as /Volumes/..., dbfs:/... as /dbfs/...: the chief's
+    # checkpoint and both nodes' events are in the shared storage behind the mounts
+    dbfs = result["dbfs"]
+    run_id = dbfs["log_dir"].rsplit("/", 1)[-1]
+    assert dbfs["log_dir"] == f"dbfs:/tfos/logs/{run_id}"
+    assert {(r["model_dir"], r["log_dir"], r["shared"]) for r in dbfs["results"].values()} == {
+        ("/Volumes/main/tfos/shared/model-dbfs", f"/dbfs/tfos/logs/{run_id}/{node}", True)
+        for node in ("chief_0", "worker_0")}
+    assert "checkpoint" in dbfs["kept"] and dbfs["events"] == [f"{run_id}/chief_0", f"{run_id}/worker_0"]
+    # without /dbfs on one host the run fails at once, naming that host and the fix, and is not retried
+    missing = result["no_dbfs"]
+    assert missing["state"] == "failed" and missing["attempt"] == 0 and missing["seconds"] < 30, missing
+    assert "FuseError: dbfs:/tfos/logs/" in missing["error"] and "cannot be opened on tfos-h2: /dbfs is not " \
+        "mounted there" in missing["error"] and "keep the files in a Unity Catalog volume" in missing["error"]
 
 
 def chaos_run(hosts: FakeHosts, act) -> dict:
@@ -133,12 +161,15 @@ def test_a_host_cut_off_for_60s_is_named_and_the_run_resumes_once_it_is_back(hos
 
 
 @pytest.mark.timeout(1200)
-def test_example_notebooks_01_02_05_run_across_the_hosts_with_a_shared_model_dir(hosts):
+def test_example_notebooks_01_02_05_run_across_the_hosts_with_their_work_on_a_volume(hosts):
     result, _ = wait_for(hosts.driver([SCENARIOS, "notebooks"]), 900)
     first, migrated, evaluation = result["01"]["summary"], result["05"]["summary"], result["02"]
     assert first["accuracy"] >= 0.9 and len(first["loss_per_epoch"]) == 3, first
     assert migrated["job"] == "chief" and migrated["model_saved"] and migrated["accuracy"] >= 0.85, migrated
     assert [n.split(" ")[0] for n in evaluation["nodes"]] == ["tfos-h1", "tfos-h2"]
+    # --logdir and --model-dir on the volume: both nodes wrote their events there
+    assert evaluation["log_dir"].startswith("/Volumes/main/tfos/shared/logs/")
+    assert evaluation["events"] == ["chief_0", "worker_0"]
     # the second kernel found the run in the driver's registry and evaluated every checkpoint the
     # chief wrote on its host into the shared model dir
     assert "finished: 3 checkpoints evaluated, 0 failed (run finished)" in evaluation["text"], evaluation["text"]

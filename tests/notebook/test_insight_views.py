@@ -142,8 +142,12 @@ def test_a_profile_without_the_profile_plugin_says_how_to_install_it(monkeypatch
 
 
 def test_the_profile_tab_opens_under_the_databricks_driver_proxy_too():
-    from tfos_notebook.tensorboard.urls import CLUSTER_ID_KEY, ORG_ID_KEY, WORKSPACE_URL_KEY, tensorboard_url
+    from tfos_notebook.runtime.driver.spark.databricks import AccessMode, DatabricksContext
+    from tfos_notebook.tensorboard.urls import tensorboard_url
 
-    conf = {ORG_ID_KEY: "1234", CLUSTER_ID_KEY: "0101-abc", WORKSPACE_URL_KEY: "adb-1.azuredatabricks.net"}
-    assert profiles.profile_url(tensorboard_url(6006, conf)) == \
+    # faked: a dedicated cluster's context (no Databricks here); the Profile tab's pages find their
+    # API under whatever path prefix the proxy serves them at
+    where = DatabricksContext("15.4", AccessMode.DEDICATED, cluster_id="0101-abc", workspace_id="1234",
+                              browser_host="adb-1.azuredatabricks.net")
+    assert profiles.profile_url(tensorboard_url(6006, where)) == \
         "https://adb-1.azuredatabricks.net/driver-proxy/o/1234/0101-abc/6006/#profile"

@@ -105,11 +105,11 @@ def test_stop_button_calls_back_once_off_the_clicking_thread_and_shows_stopping(
     assert monitor.stop_button.disabled and "stopping" in monitor.header.value
 
 
-def test_tensorboard_panel_is_hidden_until_shown_then_toggles():
+def test_tensorboard_panel_is_hidden_until_shown_then_toggles_and_offers_a_new_tab_link_in_the_header():
     monitor = Monitor("r", RUN, on_stop=lambda: None)
     panel = monitor.tensorboard_panel
     assert panel.frame.layout.display == "none"
-    assert panel.toggle.layout.display == "none"
+    assert panel.toggle.layout.display == "none" and panel.link.layout.display == "none"
     monitor.show_tensorboard("/proxy/6006/?a=1&b=2", height=400)
     frame = panel.frame.value
     assert re.search(r'<iframe class="tfos-tensorboard" data-url="/proxy/6006/\?a=1&amp;b=2"[^>]*height:400px', frame)
@@ -119,8 +119,11 @@ def test_tensorboard_panel_is_hidden_until_shown_then_toggles():
     assert "base + 'data/runs'" in doc and "app-header-reload button.reload-button" in doc
     assert "TensorBoard opens here once the run&#x27;s nodes write their first summaries." in doc
     assert panel.frame.layout.display == "" and panel.toggle.layout.display == ""
+    assert panel.link.value == ('<a href="/proxy/6006/?a=1&amp;b=2" target="_blank" rel="noopener">'
+                                "Open TensorBoard in a new tab</a>")
+    assert panel.link in monitor.widget.children[0].children and panel.link.layout.display == ""
     panel.toggle.value = False
-    assert panel.frame.layout.display == "none"
+    assert panel.frame.layout.display == "none" and panel.link.layout.display == ""  # the link stays
     assert panel.toggle.description == "Show TensorBoard"
     panel.toggle.value = True
     assert panel.frame.layout.display == ""
@@ -133,6 +136,7 @@ def test_tensorboard_panel_says_when_tensorboard_stopped_or_failed():
     panel = monitor.tensorboard_panel
     assert "<iframe" not in panel.frame.value and "did not start: &lt;no port&gt;" in panel.frame.value
     assert panel.url is None and panel.toggle.layout.display == "none" and panel.frame.layout.display == ""
+    assert panel.link.layout.display == "none"  # no link to a TensorBoard that is gone
     lines: list[str] = []
     TextMonitor("r", RUN, write=lines.append).tensorboard_note("TensorBoard stopped")
     assert lines == ["[tfos] r: TensorBoard stopped"]

@@ -9,7 +9,7 @@ from tfos_notebook.runtime.driver.diagnose import Snapshot, diagnose
 from tfos_notebook.runtime.driver.finding import blockers
 from tfos_notebook.runtime.driver.spark import ExecutorInfo
 from tfos_notebook.runtime.driver.spark.connect import ConnectBackend, Probe
-from tfos_notebook.tensorboard.sources import fuse_path
+from tfos_notebook.tensorboard.sources import files_path
 
 
 class ConfOnly(ConnectBackend):
@@ -58,11 +58,10 @@ def test_too_few_estimated_slots_warn_instead_of_refusing():
     assert exact.severity == "blocker" and not exact.estimated
 
 
-def test_log_dirs_are_read_as_files_where_the_driver_sees_them(tmp_path):
-    assert fuse_path("file:///tmp/logs/run") == "/tmp/logs/run"
-    assert fuse_path("dbfs:/tfos/runs/x", dbfs_mount=str(tmp_path)) == f"{tmp_path}/tfos/runs/x"
-    assert fuse_path("dbfs:/tfos/runs/x", dbfs_mount=str(tmp_path / "absent")) is None
-    assert fuse_path("s3://bucket/logs") is None
+def test_log_dirs_are_read_as_files_where_the_driver_sees_them():
+    assert files_path("file:///tmp/logs/run") == "/tmp/logs/run"
+    assert files_path("dbfs:/tfos/runs/x") is None  # no /dbfs mount on this machine: the JVM's turn
+    assert files_path("s3://bucket/logs") is None
 
 
 def test_a_client_off_the_driver_host_is_told_it_cannot_be_reached():

@@ -5,13 +5,16 @@ from __future__ import annotations
 import json
 import socket
 import time
+import types
 
 import pytest
+from databricks_shapes import AZURE, RaisingConf, on_databricks
 from procs import child_processes, eventually
 
 from tfos_notebook import InputMode, NodeError, PreflightError, Run, RunStopped, TFCluster
 from tfos_notebook.runtime.driver.events import (
     ClusterReady,
+    FindingRaised,
     LaunchSubmitted,
     Log,
     Registered,
@@ -20,6 +23,7 @@ from tfos_notebook.runtime.driver.events import (
     Step,
     TaskState,
 )
+from tfos_notebook.runtime.driver.spark import ClassicBackend
 
 
 def echo(args, ctx):
@@ -70,6 +74,36 @@ def test_node_exception_surfaces_with_role_and_traceback_and_stops_the_rest(loca
     # the same SparkContext launches again
     again = Run(sc, echo, 1, 2).start()
     assert again.wait(120)["args"] == 1
+
+
+class _ConfsRaise:
+    """The local SparkContext, but every conf read raises ``[CONFIG_NOT_AVAILABLE]`` as on
+    Databricks compute, except the keys of ``values``."""
+
+    def __init__(self, sc, values: dict[str, str]) -> None:
+        self._sc, self._values = sc, values
+
+    def getConf(self):
+        return types.SimpleNamespace(get=lambda key, default=None: RaisingConf(self._values)(key))
+
+    def __getattr__(self, name):
+        return getattr(self._sc, name)
+
+
+def test_a_launch_on_databricks_standard_mode_is_warned_of_first_and_no_raising_conf_breaks_it(
+        local_spark, monkeypatch):
+    # faked: Databricks (an Azure workspace's REPL context and runtime version), and a Spark whose conf
+    # reads raise CONFIG_NOT_AVAILABLE for every key but the standard access mode tag; the launch is real
+    on_databricks(monkeypatch, "15.4", AZURE)
+    backend = ClassicBackend(_ConfsRaise(local_spark.sparkContext,
+                                         {"spark.databricks.clusterUsageTags.dataSecurityMode": "USER_ISOLATION"}))
+    run = Run(backend, echo, None, 2).start()
+    assert run.wait(120)["role"] == "chief"
+    kinds = [type(e).__name__ for e in run.events.events()]
+    warned = next(e for e in run.events.events(FindingRaised) if e.finding.code == "databricks_standard_access")
+    assert kinds.index("FindingRaised") < kinds.index("LaunchSubmitted") and warned.finding.severity == "warning"
+    assert warned.finding.cause == ("this notebook runs on a Databricks cluster in standard access mode, where "
+                                    "training is not expected to work")
 
 
 def sleeper(args, ctx):

@@ -4,12 +4,14 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 
 import psutil
 import pytest
+from databricks_shapes import AWS, on_databricks
 from tbhelpers import scalar_record, version_record, wait_for_scalars
 
-from tfos_notebook.tensorboard import process
+from tfos_notebook.tensorboard import process, serve_logdir
 
 WORKTREE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -66,9 +68,20 @@ def test_a_registry_entry_whose_process_is_gone_is_dropped(tmp_path):
     assert not os.path.exists(path)
 
 
-def test_a_port_the_proxy_needs_is_chosen_from_the_allowed_range(tmp_path, stop_tensorboards):
-    info = process.start(str(tmp_path), ports=range(6006, 6107)).info
-    assert 6006 <= info.port <= 6106
+def test_on_a_databricks_cluster_tensorboard_listens_for_the_driver_proxy_beside_the_comm_channel(
+        tmp_path, monkeypatch, stop_tensorboards):
+    # faked: a dedicated AWS cluster's REPL context and runtime version (databricks_shapes.py); the
+    # TensorBoard is real, and answers through the URL's port
+    on_databricks(monkeypatch, "15.4", AWS)
+    board = serve_logdir(str(tmp_path))
+    assert 6006 <= board.port <= 6106 and board.port != 6062
+    assert board.url == ("https://dbc-f0b05a54-473d.cloud.databricks.com/driver-proxy/o/1018391329803962/"
+                         f"0112-220452-osc8oiar/{board.port}/")
+    listening = {(c.laddr.ip, c.laddr.port) for p in _family(board.pid)
+                 for c in p.net_connections(kind="tcp") if c.status == psutil.CONN_LISTEN}
+    assert ("0.0.0.0", board.port) in listening and board.info.host == "0.0.0.0"
+    with urllib.request.urlopen(f"http://127.0.0.1:{board.port}/data/runs", timeout=10) as r:
+        assert r.status == 200
 
 
 def test_a_tensorboard_that_cannot_start_is_reported_with_its_log(tmp_path):

@@ -13,7 +13,8 @@ its writer is done with it:
   modification time stayed the same between two scans and for ``settle`` seconds.
 
 Only the directory's top level is read (``BackupAndRestore`` keeps its own files in ``backup/``).
-Local paths are read with ``os``; URIs (``s3://``, ``gs://``, ``hdfs://``...) through fsspec.
+Local paths are read with ``os``, ``dbfs:/`` URIs through Databricks' FUSE mounts (as TensorFlow
+reads them); other URIs (``s3://``, ``gs://``, ``hdfs://``...) through fsspec.
 This module imports no TensorFlow until :meth:`Checkpoint.restore` is called.
 """
 
@@ -24,6 +25,8 @@ import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
+
+from ..runtime.wire.fuse import fuse_path
 
 STATE_FILE = "checkpoint"
 KERAS_SUFFIXES = (".weights.h5", ".h5", ".keras")
@@ -103,6 +106,9 @@ class CheckpointScanner:
         model_dir: the run's model directory (it may not exist yet).
         settle: seconds a file must be left unchanged before it counts as written (for files no
             state file vouches for).
+
+    Raises:
+        FuseError: ``model_dir`` needs a Databricks mount (``/Volumes``, ``/dbfs``) this driver lacks.
     """
 
     def __init__(self, model_dir: str, settle: float = 2.0) -> None:
@@ -115,7 +121,7 @@ class CheckpointScanner:
 
             self._fs, self._root = url_to_fs(model_dir)
         else:
-            self._root = model_dir
+            self._root = fuse_path(model_dir)
 
     # -- listing ---------------------------------------------------------------------------------
     def _list(self) -> dict[str, tuple[int, float]]:
@@ -176,7 +182,7 @@ class CheckpointScanner:
 
     # -- scanning --------------------------------------------------------------------------------
     def _path(self, name: str) -> str:
-        return f"{self.model_dir.rstrip('/')}/{name}" if self._fs is not None else os.path.join(self.model_dir, name)
+        return f"{self.model_dir.rstrip('/')}/{name}" if self._fs is not None else os.path.join(self._root, name)
 
     def scan(self, final: bool = False, now: float | None = None) -> tuple[list[Checkpoint], list[str]]:
         """New complete checkpoints (oldest step first), and the names of those still being written.

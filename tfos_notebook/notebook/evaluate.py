@@ -358,6 +358,8 @@ def evaluate_run(run: Any, fn: Callable[[Checkpoint], Mapping[str, Any]], *, eve
     Raises:
         ConfigError: no such run in the registry (the message lists the known ones), a run
             without a model directory, or a ``name`` that is not a plain directory name.
+        FuseError: the run's model directory needs a Databricks mount (``/Volumes``, ``/dbfs``)
+            this driver lacks.
     """
     which = run if isinstance(run, str) else getattr(run, "run_id", None)
     if not which:

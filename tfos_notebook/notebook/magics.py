@@ -161,7 +161,7 @@ class TFOSMagics(Magics):
     @magic_arguments()
     @argument("target", nargs="?", metavar="RUN|LOGDIR",
               help="a run of this kernel (name or run id; default: the newest run), or a log directory: a local "
-                   "path or a URI (hdfs://, dbfs:/, s3a://, file://...)")
+                   "path, a volume (/Volumes/...) or a URI (hdfs://, dbfs:/, s3a://, file://...)")
     @argument("--stop", action="store_true", help="stop that TensorBoard")
     @argument("--display", choices=("auto", "widget", "text"), default="auto",
               help="a panel widget or the URL as text (auto: as the monitor chooses)")

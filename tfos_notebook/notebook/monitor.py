@@ -201,7 +201,8 @@ class Monitor:
                                            tooltip="Show TensorFlow's own start-up notices in the log area",
                                            layout=w.Layout(width="auto", display="none"))
         self.widget = w.VBox([
-            w.HBox([self.header, self.profile_button, self.tensorboard_panel.toggle, self.stop_button]),
+            w.HBox([self.header, self.profile_button, self.tensorboard_panel.link, self.tensorboard_panel.toggle,
+                    self.stop_button]),
             w.HBox([self.progress, self.progress_label]), self.throughput, self.profile_result,
             self.findings, w.HBox([self.cleanup_button, self.cleanup_result]), self.tasks, self.curves,
             self.logs, self.noise_toggle, self.tensorboard_panel.frame,
@@ -298,7 +299,8 @@ class Monitor:
 
     # -- TensorBoard ---------------------------------------------------------------------------
     def show_tensorboard(self, url: str, height: int = DEFAULT_HEIGHT) -> None:
-        """Show TensorBoard at ``url`` in an iframe below the run, with a show/hide toggle."""
+        """Show TensorBoard at ``url`` in an iframe below the run, with a show/hide toggle and a
+        link that opens it in a new tab."""
         self.tensorboard_panel.show(url, height)
 
     def tensorboard_note(self, text: str, error: bool = False) -> None:

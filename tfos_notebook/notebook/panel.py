@@ -1,11 +1,19 @@
-"""A TensorBoard panel: TensorBoard's page in a frame with a show/hide toggle, from core widgets.
-
-The monitor places the panel's two parts apart (the toggle in its header, the frame below the
-logs); ``%tfos_tensorboard`` displays a panel on its own (``widget`` holds both parts).
+"""A TensorBoard panel: TensorBoard's page in a live frame with a show/hide toggle and a plain link
+that opens it in a new tab, from core widgets.
 
 The frame is live: its document (``livetb.js``, the frame's ``srcdoc``) opens TensorBoard once the
 run has something to show and keeps it reloading as points, runs, tag groups and the Profile tab
-appear, as the JupyterLab panel does; no widget beyond core ipywidgets' HTML is needed for it.
+appear, as the JupyterLab panel does; no widget beyond core ipywidgets' HTML is needed for it. It
+reaches into TensorBoard's page only where the widget is drawn on TensorBoard's origin (behind
+jupyter-server-proxy); elsewhere TensorBoard opens at once and reloads on its own period.
+
+The link is what always works: a widget may be drawn in a frame of another origin than the page
+(Databricks serves its widgets from a domain of their own), where TensorBoard's page may lack the
+session cookie of the proxy in front of it or be refused in a frame; a new tab opens the URL on
+its own.
+
+The monitor places the panel's parts apart (the toggle and the link in its header, the frame below
+the logs); ``%tfos_tensorboard`` displays a panel on its own (``widget`` holds them all).
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ from typing import Any
 
 DEFAULT_HEIGHT = 600
 WAITING = "TensorBoard opens here once the run's nodes write their first summaries."
+LINK_TEXT = "Open TensorBoard in a new tab"
 
 
 def live_document(url: str) -> str:
@@ -35,8 +44,8 @@ class TensorBoardPanel:
     """TensorBoard in an iframe, hidden until :meth:`show` gives it a URL.
 
     ``toggle`` (a ToggleButton) shows or hides ``frame`` (an HTML widget holding the iframe, or a
-    one-line note once TensorBoard is stopped or failed to start); ``url`` is what the iframe
-    shows (None without one).
+    one-line note once TensorBoard is stopped or failed to start); ``link`` (an HTML widget) opens
+    the same URL in a new tab; ``url`` is what the iframe shows (None without one).
     """
 
     def __init__(self) -> None:
@@ -47,25 +56,29 @@ class TensorBoardPanel:
                                      tooltip="Show or hide the run's TensorBoard",
                                      layout=w.Layout(width="auto", display="none"))
         self.frame = w.HTML(layout=w.Layout(display="none"))
+        self.link = w.HTML(layout=w.Layout(display="none", margin="0 0.5em"))
         self.toggle.observe(self._toggled, names="value")
         self._widget = None
 
     @property
     def widget(self) -> Any:
-        """The toggle above the frame, for a panel shown on its own."""
+        """The toggle and the link above the frame, for a panel shown on its own."""
         if self._widget is None:
             import ipywidgets as w
 
-            self._widget = w.VBox([self.toggle, self.frame])
+            self._widget = w.VBox([w.HBox([self.toggle, self.link]), self.frame])
         return self._widget
 
     def show(self, url: str, height: int = DEFAULT_HEIGHT) -> None:
         """Show TensorBoard at ``url`` (a full URL or a path on the page's origin), live."""
         doc = html.escape(live_document(url), quote=True)
+        src = html.escape(url, quote=True)
         self.url = url
-        self.frame.value = (f'<iframe class="tfos-tensorboard" data-url="{html.escape(url, quote=True)}" '
+        self.frame.value = (f'<iframe class="tfos-tensorboard" data-url="{src}" '
                             f'srcdoc="{doc}" title="TensorBoard" '
                             f'style="width:100%;height:{int(height)}px;border:0"></iframe>')
+        self.link.value = f'<a href="{src}" target="_blank" rel="noopener">{LINK_TEXT}</a>'
+        self.link.layout.display = ""
         self.toggle.layout.display = ""
         self.toggle.value = True
         self.frame.layout.display = ""
@@ -75,6 +88,7 @@ class TensorBoardPanel:
         colour = "#b91c1c" if error else "#6b7280"
         self.url = None
         self.frame.value = f'<div style="color:{colour}">{html.escape(text)}</div>'
+        self.link.layout.display = "none"
         self.toggle.layout.display = "none"
         self.frame.layout.display = ""
 

@@ -10,12 +10,13 @@ from typing import Any
 
 from ..runtime.driver.events import RunFinished
 from ..runtime.driver.spark import SparkBackend, backend_for
+from ..runtime.driver.spark.databricks import DatabricksContext, read_context
 from ..runtime.wire.paths import is_shared_logdir
 from . import process
 from .mirror import Mirror
 from .sources import open_source
 from .sync import MirrorSync
-from .urls import port_candidates, tensorboard_url
+from .urls import bind_host, port_candidates, tensorboard_url
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +38,7 @@ class TensorBoardHandle:
         self.info: process.TensorBoardInfo = outcome.info
         self.reused = isinstance(outcome, process.StartReused)
         self.port, self.pid = self.info.port, self.info.pid
-        self.url = tensorboard_url(self.port, _conf(spark))
+        self.url = tensorboard_url(self.port, _databricks(spark))
         self._spark = spark
         self._stopped = threading.Event()
         self._on_stop: list = []
@@ -73,24 +74,24 @@ class TensorBoardHandle:
         return f"TensorBoardHandle(url={self.url!r}, logdir={self.mirror.root!r}, {state})"
 
 
-def _conf(spark: SparkBackend | None):
-    """The Spark conf lookup ``urls`` reads (None without Spark)."""
-    return None if spark is None else spark.conf
+def _databricks(spark: SparkBackend | None) -> DatabricksContext | None:
+    """Where on Databricks the driver runs (its REPL context alone without Spark)."""
+    return read_context(None, connect=False) if spark is None else spark.databricks()
 
 
 def _start(mirror: Mirror, sources: list, spark: SparkBackend | None, port: int | None, interval: float,
            start_timeout: float, with_tensorflow: bool) -> TensorBoardHandle:
-    conf = _conf(spark)
+    where = _databricks(spark)
     sync = MirrorSync(mirror, interval)
     for source, prefix in sources:
         sync.add(source, prefix)
     if sources:
         sync.start()
     if port is not None:
-        tensorboard_url(port, conf)  # refuses a port the proxy cannot reach before starting anything
+        tensorboard_url(port, where)  # refuses a port the proxy cannot reach before starting anything
     try:
-        outcome = process.start(mirror.root, port=port, ports=port_candidates(conf), timeout=start_timeout,
-                                with_tensorflow=with_tensorflow)
+        outcome = process.start(mirror.root, port=port, ports=port_candidates(where), host=bind_host(where),
+                                timeout=start_timeout, with_tensorflow=with_tensorflow)
     except BaseException:
         sync.stop(final_tick=False)
         raise
@@ -111,8 +112,9 @@ def attach_tensorboard(run, mirror_root: str | None = None, remote_logdir: str |
         run: a ``tfos_notebook.Run``.
         mirror_root: the local mirror directory (default: one per run in the state directory).
         remote_logdir: a log directory to mirror from the driver (default: the run's log_dir when it
-            is a URI or ``/dbfs/`` path); see ``sources.open_source``.
-        port: the TensorBoard port (default: a free one; on Databricks one in 6006-6106).
+            is a URI or a path under ``/Volumes`` or ``/dbfs``); see ``sources.open_source``.
+        port: the TensorBoard port (default: a free one; on Databricks one in 6006-6106 but the
+            notebook's comm channel, listening on every interface for the driver proxy).
         keep_after_run: seconds the TensorBoard stays up after the run ends (None: until ``stop()``
             or this process exits).
         interval: seconds between mirror passes over the remote log directory.
@@ -122,7 +124,7 @@ def attach_tensorboard(run, mirror_root: str | None = None, remote_logdir: str |
 
     Raises:
         TensorBoardError: TensorBoard did not start. LogdirError: ``remote_logdir`` cannot be read.
-        ProxyPortError: ``port`` is outside the range the Databricks driver proxy forwards.
+        ProxyPortError: on Databricks, ``port`` is the notebook's ipywidgets comm channel.
     """
     mirror = Mirror(mirror_root or os.path.join(process.state_dir(), "mirrors", run.run_id))
     if remote_logdir is None and is_shared_logdir(run.log_dir):
@@ -167,8 +169,8 @@ def serve_logdir(logdir: str, sc: Any = None, *, mirror_root: str | None = None,
                  with_tensorflow: bool = False) -> TensorBoardHandle:
     """A live TensorBoard for any log directory, without a run (an earlier run, another job's logs).
 
-    A plain local path is served as it is; anything else (``hdfs://``, ``dbfs:/``, ``/dbfs/``,
-    ``s3a://``, fsspec URLs) is mirrored to a local directory first, read through ``sc`` (a
+    A plain local path is served as it is; anything else (``hdfs://``, ``dbfs:/``, ``/Volumes/``,
+    ``/dbfs/``, ``s3a://``, fsspec URLs) is mirrored to a local directory first, read through ``sc`` (a
     SparkContext, a classic SparkSession or a ``SparkBackend``; its JVM) for Hadoop URIs. Runs until
     ``stop()`` or this process exits. Arguments as for ``attach_tensorboard``.
     """

@@ -1,5 +1,5 @@
-"""TensorBoard processes we manage: start (or reuse) one per log directory on 127.0.0.1, keep an
-on-disk registry of them, stop them on request and when their owner exits.
+"""TensorBoard processes we manage: start (or reuse) one per log directory (on 127.0.0.1, or where
+``urls.bind_host`` says the browser's proxy reaches it), keep an on-disk registry of them, stop them on request and when their owner exits.
 
 Each TensorBoard is a subprocess in a process group of its own (``launcher.py``), never inside the
 Jupyter server, so stopping it (or its owner dying) takes its data server with it. The registry is
@@ -28,11 +28,11 @@ from ..errors import TFOSError
 from ..runtime.wire.procs import kill_group
 from ..runtime.wire.timeouts import Deadline
 from ..state.files import same_process, state_dir, write_json_atomic
-from .urls import local_url
+from .urls import ALL_INTERFACES, LOOPBACK, local_url
 
 log = logging.getLogger(__name__)
 
-HOST = "127.0.0.1"
+HOST = LOOPBACK
 
 
 class TensorBoardError(TFOSError):
@@ -50,6 +50,7 @@ class TensorBoardInfo:
     started: float
     create_time: float  # the process's start time as the OS reports it: tells a reused pid apart
     log_file: str
+    host: str = HOST  # the address it listens on
 
     @property
     def local_url(self) -> str:
@@ -104,16 +105,19 @@ def find(logdir: str) -> TensorBoardInfo | None:
     return next((info for info in running() if info.logdir == logdir), None)
 
 
-def start(logdir: str, *, port: int | None = None, ports: Iterable[int] | None = None, reuse: bool = True,
-          reload_interval: float = 1.0, with_tensorflow: bool = False, timeout: float = 60.0,
+def start(logdir: str, *, port: int | None = None, ports: Iterable[int] | None = None, host: str = HOST,
+          reuse: bool = True, reload_interval: float = 1.0, with_tensorflow: bool = False, timeout: float = 60.0,
           extra_args: Iterable[str] = ()) -> StartLaunched | StartReused:
-    """Start a TensorBoard on ``logdir`` bound to 127.0.0.1, or reuse the one already serving it.
+    """Start a TensorBoard on ``logdir`` listening on ``host``, or reuse the one already serving it
+    there.
 
     Args:
         logdir: the local directory TensorBoard reads (a mirror).
-        port: the port to use; ``ports``: candidates to choose a free one from (the Databricks
-            driver proxy forwards 6006-6106 only); neither: any free port.
-        reuse: return the TensorBoard already serving ``logdir`` instead of starting another.
+        port: the port to use; ``ports``: candidates to choose a free one from (on Databricks
+            6006-6106 but the notebook's comm channel); neither: any free port.
+        host: the address to listen on: 127.0.0.1, or ``0.0.0.0`` behind a proxy that connects
+            from beyond the loopback (``urls.bind_host``).
+        reuse: return the TensorBoard already serving ``logdir`` on ``host`` instead of starting another.
         reload_interval: seconds between TensorBoard's reloads of the log directory.
         with_tensorflow: let TensorBoard import TensorFlow (slower, larger; only the profiler and
             projector need it).
@@ -128,19 +132,19 @@ def start(logdir: str, *, port: int | None = None, ports: Iterable[int] | None =
             end of its log), or no candidate port was free.
     """
     logdir = os.path.realpath(logdir)
-    if reuse and (existing := find(logdir)) is not None:
+    if reuse and (existing := find(logdir)) is not None and existing.host == host:
         return StartReused(existing)
     os.makedirs(logdir, exist_ok=True)
     candidates = [port] if port is not None else list(ports) if ports is not None else None
     for _attempt in range(3):
-        chosen = _pick_port(candidates)
-        info = _launch(logdir, chosen, reload_interval, with_tensorflow, timeout, tuple(extra_args))
+        chosen = _pick_port(candidates, host)
+        info = _launch(logdir, chosen, host, reload_interval, with_tensorflow, timeout, tuple(extra_args))
         if info is not None:
             return StartLaunched(info)
         # it exited because another process took the port in between: choose again
         if port is not None:
             break
-    raise TensorBoardError(f"TensorBoard could not bind a port on {HOST} (tried {chosen} last): free a port "
+    raise TensorBoardError(f"TensorBoard could not bind a port on {host} (tried {chosen} last): free a port "
                            "or pass another port=")
 
 
@@ -176,26 +180,26 @@ def stop_owned() -> int:
 atexit.register(stop_owned)  # stops only the TensorBoards of the process that is exiting
 
 
-def _pick_port(candidates: list[int] | None) -> int:
+def _pick_port(candidates: list[int] | None, host: str) -> int:
     if candidates is None:
-        return free_port(HOST)
+        return free_port(host)
     for p in candidates:
-        if _port_free(p):
+        if _port_free(p, host):
             return p
-    raise TensorBoardError(f"no free port among {candidates[0]}..{candidates[-1]} on {HOST}: stop another "
+    raise TensorBoardError(f"no free port among {candidates[0]}..{candidates[-1]} on {host}: stop another "
                            "TensorBoard (tfos_notebook.tensorboard.process.running() lists ours)")
 
 
-def _port_free(port: int) -> bool:
+def _port_free(port: int, host: str) -> bool:
     with socket.socket() as s:
         try:
-            s.bind((HOST, port))
+            s.bind((host, port))
         except OSError:
             return False
     return True
 
 
-def _launch(logdir: str, port: int, reload_interval: float, with_tensorflow: bool, timeout: float,
+def _launch(logdir: str, port: int, host: str, reload_interval: float, with_tensorflow: bool, timeout: float,
             extra_args: tuple[str, ...]) -> TensorBoardInfo | None:
     log_file = os.path.join(registry_dir(), f"port-{port}.log")
     here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -203,23 +207,23 @@ def _launch(logdir: str, port: int, reload_interval: float, with_tensorflow: boo
     env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH", "")) if p)
     cmd = [sys.executable, "-m", "tfos_notebook.tensorboard.launcher", str(os.getpid()),
            *([] if with_tensorflow else ["--no-tensorflow"]), "--",
-           "--logdir", logdir, "--host", HOST, "--port", str(port), "--reload_interval", str(reload_interval),
+           "--logdir", logdir, "--host", host, "--port", str(port), "--reload_interval", str(reload_interval),
            *extra_args]
     with open(log_file, "wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 env=env, start_new_session=True)
     info = TensorBoardInfo(pid=proc.pid, port=port, logdir=logdir, owner_pid=os.getpid(), started=time.time(),
-                           create_time=psutil.Process(proc.pid).create_time(), log_file=log_file)
+                           create_time=psutil.Process(proc.pid).create_time(), log_file=log_file, host=host)
     _write_entry(info)
     deadline = Deadline(timeout)
     while not deadline.expired:
         if proc.poll() is not None:
             _remove_entry(info.pid)
-            if not _port_free(port):
+            if not _port_free(port, host):
                 return None
             raise TensorBoardError(f"TensorBoard exited with code {proc.returncode} while starting on {logdir}:\n"
                                    f"{_tail(log_file)}")
-        if _answers(port):
+        if _answers(port, host):
             return info
         deadline.sleep(0.1)
     stop(info)
@@ -227,9 +231,10 @@ def _launch(logdir: str, port: int, reload_interval: float, with_tensorflow: boo
                            f"timeout= on a loaded machine. Its log:\n{_tail(log_file)}")
 
 
-def _answers(port: int) -> bool:
+def _answers(port: int, host: str) -> bool:
+    address = LOOPBACK if host == ALL_INTERFACES else host
     try:
-        with urllib.request.urlopen(f"http://{HOST}:{port}/data/runs", timeout=2) as r:
+        with urllib.request.urlopen(f"http://{address}:{port}/data/runs", timeout=2) as r:
             return r.status == 200
     except OSError:
         return False

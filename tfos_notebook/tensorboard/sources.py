@@ -1,6 +1,7 @@
 """Where a mirror's bytes come from when the run's log directory is readable from the driver.
 
-- ``LocalSource``: a local or FUSE-mounted directory (``/dbfs/...``), followed with a ``DirTail``.
+- ``LocalSource``: a local or FUSE-mounted directory (``/Volumes/...``, ``/dbfs/...``; a ``dbfs:/``
+  URI through its mount when the driver has it), followed with a ``DirTail``.
 - ``HadoopSource``: any Hadoop filesystem (``hdfs://``, ``dbfs:/``, ``s3a://``, ``abfss://``,
   ``file://``...) through the Spark backend's Hadoop filesystems (the Hadoop FileSystem API of
   the SparkContext's JVM), so it uses the cluster's own configuration and credentials.
@@ -21,6 +22,7 @@ from typing import Any
 from ..runtime.driver.errors import TFOSError
 from ..runtime.driver.spark import backend_for
 from ..runtime.wire.filetail import DEFAULT_MAX_BYTES, Chunk, DirTail
+from ..runtime.wire.fuse import FuseError, fuse_path
 from ..runtime.wire.paths import HADOOP_SCHEMES
 
 Have = Callable[[str], int]
@@ -31,7 +33,7 @@ class LogdirError(TFOSError, ValueError):
 
 
 class LocalSource:
-    """A directory on the driver's filesystem (local disk or a FUSE mount such as ``/dbfs``)."""
+    """A directory on the driver's filesystem (local disk or a FUSE mount such as ``/Volumes``)."""
 
     def __init__(self, root: str, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.root = root
@@ -133,13 +135,16 @@ def is_uri(logdir: str) -> bool:
     return "://" in logdir or logdir.startswith("dbfs:")
 
 
-def fuse_path(uri: str, dbfs_mount: str = "/dbfs") -> str | None:
+def files_path(uri: str) -> str | None:
     """The local path of ``uri`` where the driver sees it as files: ``file://`` URIs, and
-    ``dbfs:/`` URIs under Databricks' FUSE mount when it exists; else None."""
+    ``dbfs:/`` URIs through Databricks' FUSE mounts when the driver has them; else None."""
     if uri.startswith("file://"):
         return urllib.parse.urlparse(uri).path
-    if uri.startswith("dbfs:/") and os.path.isdir(dbfs_mount):
-        return dbfs_mount + "/" + uri[len("dbfs:"):].lstrip("/")
+    if uri.startswith("dbfs:"):
+        try:
+            return fuse_path(uri)
+        except FuseError:  # no mount here: the JVM may still read it (a classic session)
+            return None
     return None
 
 
@@ -148,17 +153,19 @@ def open_source(logdir: str, sc: Any = None,
     """The source that reads ``logdir`` from the driver.
 
     Args:
-        logdir: a local or FUSE path (``/dbfs/runs/x``), a Hadoop URI (``hdfs://``, ``dbfs:/``,
-            ``s3a://``, ``file://``...) or an fsspec URL.
+        logdir: a local or FUSE path (``/Volumes/main/ml/runs/x``), a Hadoop URI (``hdfs://``,
+            ``dbfs:/``, ``s3a://``, ``file://``...) or an fsspec URL.
         sc: the Spark that reads Hadoop URIs (a SparkContext, a SparkSession or a ``SparkBackend``);
-            without it they go through fsspec. A Spark Connect session has no JVM here: ``auto``
-            then reads ``dbfs:/`` through the ``/dbfs`` FUSE mount, ``file://`` locally, and other
+            without it they go through fsspec. ``auto`` reads ``dbfs:/`` through Databricks' FUSE
+            mounts where the driver has them, else through the JVM of a classic session; a Spark
+            Connect session has no JVM here, so ``auto`` then reads ``file://`` locally and other
             URIs through fsspec.
         backend: ``auto`` (local paths locally, Hadoop schemes through ``sc``, the rest through
             fsspec), or force ``local``, ``hadoop`` or ``fsspec``.
 
     Raises:
         LogdirError: the backend cannot be used for this log directory.
+        FuseError: a path under ``/Volumes`` or ``/dbfs`` whose mount the driver lacks.
     """
     if backend not in ("auto", "local", "hadoop", "fsspec"):
         raise LogdirError(f"backend must be 'auto', 'local', 'hadoop' or 'fsspec', got {backend!r}")
@@ -166,13 +173,13 @@ def open_source(logdir: str, sc: Any = None,
     if backend == "local" or (backend == "auto" and not has_scheme):
         if has_scheme:
             raise LogdirError(f"{logdir!r} is a URI, not a local path: use backend='hadoop' or 'fsspec'")
-        return LocalSource(os.path.abspath(logdir))
+        return LocalSource(os.path.abspath(fuse_path(logdir)))
     spark = None if sc is None else backend_for(sc)
-    if backend == "auto" and spark is not None and spark.kind == "connect":
-        local = fuse_path(logdir)  # no JVM here: Databricks' FUSE mount, or the local file system
-        if local is not None:
-            return LocalSource(local)
-    elif backend == "hadoop" or (backend == "auto" and spark is not None and logdir.startswith(HADOOP_SCHEMES)):
+    local = files_path(logdir) if backend == "auto" else None
+    if local is not None and (logdir.startswith("dbfs:") or (spark is not None and spark.kind == "connect")):
+        return LocalSource(local)  # a FUSE mount, or (with no JVM to ask) the local file system
+    if backend == "hadoop" or (backend == "auto" and spark is not None and spark.kind == "classic"
+                               and logdir.startswith(HADOOP_SCHEMES)):
         if spark is None:
             raise LogdirError(f"reading {logdir!r} through Hadoop needs the SparkContext: pass sc=")
         try:

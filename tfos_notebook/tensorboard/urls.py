@@ -1,8 +1,12 @@
-"""The one place that turns a TensorBoard port on the driver into the URL a browser opens.
+"""The one place that turns a TensorBoard port on the driver into the URL a browser opens, and
+says where the TensorBoard must listen for that URL to reach it.
 
 In order of preference:
-1. Databricks: the driver proxy, ``https://<workspace>/driver-proxy/o/<org>/<cluster>/<port>/``
-   (ids from the Spark conf), which forwards ports 6006-6106 only.
+1. Databricks (a cluster's driver, see ``runtime.driver.spark.databricks``): the cluster's driver proxy,
+   ``https://<browser host>/driver-proxy/o/<workspace id>/<cluster id>/<port>/``. The proxy
+   authenticates the browser as a user allowed to attach to the cluster, and reaches the port only
+   when TensorBoard listens beyond the loopback (``bind_host``). Ports are chosen in 6006-6106
+   (TensorBoard's own 6006 upward), never the notebook's ipywidgets comm channel (6062 by default).
 2. Jupyter with jupyter-server-proxy: ``<base_url>proxy/<port>/`` of the Jupyter server running
    this kernel (found from its runtime file by the kernel's parent pid), a path on the page's origin.
 3. Otherwise ``http://127.0.0.1:<port>/``, which works when the browser runs on the driver.
@@ -14,47 +18,42 @@ import importlib.util
 import logging
 import os
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import psutil
 
 from ..errors import TFOSError
 
+if TYPE_CHECKING:  # the Jupyter server extension imports this module and must not load the runtime
+    from ..runtime.driver.spark.databricks import DatabricksContext
+
 log = logging.getLogger(__name__)
 
 DATABRICKS_PORTS = range(6006, 6107)
-ORG_ID_KEY = "spark.databricks.clusterUsageTags.clusterOwnerOrgId"
-CLUSTER_ID_KEY = "spark.databricks.clusterUsageTags.clusterId"
-WORKSPACE_URL_KEY = "spark.databricks.workspaceUrl"
-LOCAL_URL_PREFIX = "http://127.0.0.1:"
+LOOPBACK = "127.0.0.1"
+LOCAL_URL_PREFIX = f"http://{LOOPBACK}:"
+ALL_INTERFACES = "0.0.0.0"
 
 
 class ProxyPortError(TFOSError, ValueError):
     """The port cannot be reached through the proxy in use."""
 
 
-def _get(conf, key: str) -> str | None:
-    """Read ``key`` from a SparkConf, a mapping, or a lookup function (``SparkBackend.conf``)."""
-    if conf is None:
-        return None
-    if isinstance(conf, Mapping):
-        value = conf.get(key)
-    elif callable(conf):
-        value = conf(key)
-    else:
-        value = conf.get(key, None)
-    return value or None
+def _proxied(databricks: DatabricksContext | None) -> DatabricksContext | None:
+    return databricks if databricks is not None and databricks.has_driver_proxy else None
 
 
-def databricks_ids(conf) -> tuple[str, str] | None:
-    """``(org_id, cluster_id)`` when ``conf`` (a SparkConf, mapping or lookup function ``key ->
-    value``) is a Databricks cluster's."""
-    org, cluster = _get(conf, ORG_ID_KEY), _get(conf, CLUSTER_ID_KEY)
-    return (org, cluster) if org and cluster else None
+def port_candidates(databricks: DatabricksContext | None = None) -> list[int] | None:
+    """The ports a TensorBoard may use so the browser can reach it (None: any free port)."""
+    where = _proxied(databricks)
+    return None if where is None else [p for p in DATABRICKS_PORTS if p != where.comm_port]
 
 
-def port_candidates(conf=None) -> range | None:
-    """The ports a TensorBoard may use so the browser can reach it (None: any)."""
-    return DATABRICKS_PORTS if databricks_ids(conf) else None
+def bind_host(databricks: DatabricksContext | None = None) -> str:
+    """Where a TensorBoard listens: every interface on a Databricks cluster's driver, whose proxy
+    connects from beyond the loopback and lets in only users allowed to attach to the cluster;
+    127.0.0.1 everywhere else (jupyter-server-proxy and a local browser connect to the loopback)."""
+    return ALL_INTERFACES if _proxied(databricks) is not None else LOOPBACK
 
 
 def jupyter_server(env: Mapping[str, str] | None = None, pid: int | None = None) -> dict | None:
@@ -93,27 +92,28 @@ def local_url(port: int) -> str:
     return f"{LOCAL_URL_PREFIX}{port}/"
 
 
-def tensorboard_url(port: int, conf=None, env: Mapping[str, str] | None = None) -> str:
+def tensorboard_url(port: int, databricks: DatabricksContext | None = None,
+                    env: Mapping[str, str] | None = None) -> str:
     """The URL at which a browser reaches the TensorBoard listening on driver port ``port``.
 
     Args:
-        port: the TensorBoard's port on 127.0.0.1.
-        conf: the driver's Spark conf (a SparkConf, a mapping, or a lookup function such as
-            ``SparkBackend.conf``); tells a Databricks cluster apart.
+        port: the TensorBoard's port on the driver.
+        databricks: where on Databricks the driver runs (``SparkBackend.databricks()``; None off
+            Databricks).
         env: the environment to read (default ``os.environ``).
 
     Raises:
-        ProxyPortError: on Databricks, for a port outside 6006-6106.
+        ProxyPortError: on Databricks, for the port of the notebook's ipywidgets comm channel.
     """
-    ids = databricks_ids(conf)
-    if ids:
-        if port not in DATABRICKS_PORTS:
+    where = _proxied(databricks)
+    if where is not None:
+        if port == where.comm_port:
+            from ..runtime.driver.spark.databricks import COMM_PORT_KEY
+
             raise ProxyPortError(
-                f"port {port} is not reachable through the Databricks driver proxy, which forwards ports "
-                f"{DATABRICKS_PORTS.start}-{DATABRICKS_PORTS.stop - 1} only: start TensorBoard on one of those")
-        path = f"/driver-proxy/o/{ids[0]}/{ids[1]}/{port}/"
-        workspace = _get(conf, WORKSPACE_URL_KEY)
-        return f"https://{workspace.removeprefix('https://').rstrip('/')}{path}" if workspace else path
+                f"port {port} is the notebook's ipywidgets comm channel on this Databricks cluster "
+                f"({COMM_PORT_KEY}): start TensorBoard on another port, such as {DATABRICKS_PORTS.start}")
+        return where.proxy_url(port)
     if has_jupyter_proxy():
         server = jupyter_server(env)
         if server is not None:

@@ -13,6 +13,7 @@ from ..wire.orphans import Leftover
 from .finding import BLOCKER, WARNING, Finding, blockers, tail
 from .nodefindings import leftover_findings, version_findings
 from .spark.backend import ExecutorInfo
+from .spark.databricks import AccessMode, DatabricksContext
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,7 @@ class Snapshot:
         driver_versions: the driver's ``(python, tensorflow)``.
         exact: False when slots and executors are estimates (Spark Connect: the session's conf and
             a probe job instead of the scheduler's state); findings resting on them say so.
+        databricks: where on Databricks the driver runs (None off Databricks).
     """
 
     requested_tasks: int
@@ -66,6 +68,7 @@ class Snapshot:
     driver_versions: tuple[str, str] = ("", "")
     exact: bool = True
     holders: tuple[str, ...] = ()
+    databricks: DatabricksContext | None = None
 
     @property
     def executors_pending(self) -> int:
@@ -93,7 +96,7 @@ def _executor_lines(s: Snapshot) -> tuple[str, ...]:
 
 def diagnose(s: Snapshot) -> list[Finding]:
     """Every reason the launch described by ``s`` cannot start (or should worry the user)."""
-    findings: list[Finding] = []
+    findings: list[Finding] = compute_findings(s.databricks, s.gpus_per_node)
     if s.dynamic_allocation:
         findings.append(Finding(
             "dynamic_allocation",
@@ -186,6 +189,48 @@ def diagnose(s: Snapshot) -> list[Finding]:
             "the missing nodes' tasks have not started: check the Spark UI for pending tasks and the "
             "executors' stderr; other jobs or a lost executor can hold their slots",
             WARNING,
+        ))
+    return findings
+
+
+STANDARD_COMPUTE = "https://docs.databricks.com/compute/access-mode-limitations.html"
+
+
+def compute_findings(where: DatabricksContext | None, gpus_per_node: int) -> list[Finding]:
+    """What is known not to work on the Databricks compute the driver runs on, said before the
+    launch: standard access mode and serverless compute run user code and UDFs in sandboxes
+    (Lakeguard), and nothing shows a task there opening a connection to the notebook, which every
+    node needs; standard compute offers no GPUs."""
+    if where is None or where.access_mode not in (AccessMode.STANDARD, AccessMode.SERVERLESS):
+        return []
+    sandbox = ("user code and UDFs run in isolated sandboxes (Lakeguard), and no public source shows a task there "
+               "opening a TCP connection to the notebook, which every node needs for its control channel")
+    if where.access_mode is AccessMode.SERVERLESS:
+        return [Finding(
+            "databricks_serverless",
+            "this notebook runs on Databricks serverless compute, where training is not expected to work",
+            (f"serverless compute: {where.access_mode_source}", f"on serverless compute {sandbox}",
+             "serverless compute offers Spark Connect only, and no FUSE for DBFS root (/dbfs)"),
+            "attach the notebook to a classic cluster in dedicated (single user) access mode, with a Databricks "
+            "Runtime for ML for TensorFlow and GPUs",
+            WARNING,
+        )]
+    findings = [Finding(
+        "databricks_standard_access",
+        "this notebook runs on a Databricks cluster in standard access mode, where training is not expected to work",
+        (f"standard access mode: {where.access_mode_source}", f"on standard compute {sandbox}",
+         f"standard compute offers no GPUs, no Databricks Runtime for ML and no FUSE for DBFS root or mounts "
+         f"(/dbfs) ({STANDARD_COMPUTE})"),
+        "use a cluster in dedicated (single user) access mode with a Databricks Runtime for ML; keep files in a Unity "
+        "Catalog volume (/Volumes/<catalog>/<schema>/<volume>/...)",
+        WARNING,
+    )]
+    if gpus_per_node:
+        findings.append(Finding(
+            "databricks_no_gpus",
+            f"{gpus_per_node} GPU(s) per node were asked for, but Databricks standard access mode offers no GPUs",
+            (f"standard access mode: {where.access_mode_source}",),
+            "use a GPU cluster in dedicated (single user) access mode, or launch without GPUs",
         ))
     return findings
 

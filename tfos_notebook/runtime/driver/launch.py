@@ -54,13 +54,15 @@ class Run(SparkFeeding, RunOutcome):
         eval_node: add one evaluator.
         log_dir: where runs keep their events; this run writes to ``<log_dir>/<run_id>`` (its
             ``log_dir`` attribute), so runs never mix. A URI (``hdfs://``, ``dbfs:/``, ``s3a://``...)
-            or ``/dbfs/`` path is shared storage: each node writes to
+            or a path under Databricks' FUSE mounts (a Unity Catalog volume ``/Volumes/...``, or
+            ``/dbfs/...``) is shared storage: each node writes to
             ``<run's log_dir>/<role>_<index>`` there. Any other path, ``file://`` URIs included (or
             None: a temporary directory), is on each node's own disk, and the nodes ship what they
             write there to the driver (see ``set_file_sink``). ``ctx.log_dir`` is the node's own
             subdirectory. A relative path is made absolute against the driver's working directory.
         model_dir: handed to the nodes as ``ctx.model_dir`` (a relative path made absolute against
-            the driver's working directory). A local path is probed: unless every node sees the
+            the driver's working directory; a ``dbfs:/`` URI as the path of its FUSE mount, which
+            TensorFlow can open). A local path is probed: unless every node sees the
             driver's files there, a ``model_dir_not_shared`` finding says so, nothing resumes from
             it after a relaunch (``ctx.model_dir_shared``), and the driver cannot evaluate it.
         reservation_timeout: seconds for the cluster to have a free task slot for every node (the

@@ -41,6 +41,7 @@ def snapshot(backend: SparkBackend | Any, requested_tasks: int, roles: tuple[str
         gpus_per_node=gpus_per_node,
         elapsed=elapsed,
         exact=view.exact,
+        databricks=backend.databricks(),
         **live,
     )
 

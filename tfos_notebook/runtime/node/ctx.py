@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from ..wire.fuse import fuse_path, fuse_root
 from ..wire.paths import HADOOP_SCHEMES
 from ..wire.plan import FOREGROUND_ROLES
 
@@ -14,12 +15,12 @@ from ..wire.plan import FOREGROUND_ROLES
 def absolute_path(default_fs: str, working_dir: str, path: str) -> str:
     """Resolve ``path`` against the cluster's default filesystem, as TensorFlowOnSpark does.
 
-    A path with a scheme is returned as is, and so is a Databricks ``/dbfs/...`` FUSE path (a
-    local path on every node, which ``dbfs:/`` as prefix would break); another absolute path gets
-    the default filesystem as prefix; a relative path resolves to the user's home on HDFS, or to
-    the driver's working directory on a local filesystem.
+    A path with a scheme is returned as is, and so is a path under Databricks' FUSE mounts
+    (``/Volumes/...``, ``/dbfs/...``: a local path on every node, which ``dbfs:/`` as prefix would
+    break); another absolute path gets the default filesystem as prefix; a relative path resolves
+    to the user's home on HDFS, or to the driver's working directory on a local filesystem.
     """
-    if path.startswith(HADOOP_SCHEMES) or path.startswith("/dbfs/"):
+    if path.startswith(HADOOP_SCHEMES) or fuse_root(path):
         return path
     fs = default_fs.rstrip("/")
     if path.startswith("/"):
@@ -88,8 +89,15 @@ class NodeContext:
         return self.job_name == "worker" and self.task_index == 0
 
     def absolute_path(self, path: str) -> str:
-        """``path`` resolved against the default filesystem (see :func:`absolute_path`)."""
-        return absolute_path(self.defaultFS, self.working_dir, path)
+        """``path`` resolved against the default filesystem (see :func:`absolute_path`), as
+        TensorFlow opens it on this node: a ``dbfs:/`` result through Databricks' FUSE mount
+        (``dbfs:/Volumes/x`` as ``/Volumes/x``, ``dbfs:/x`` as ``/dbfs/x``), since TensorFlow has
+        no ``dbfs:`` filesystem.
+
+        Raises:
+            FuseError: the mount that ``path`` needs is not there on this host.
+        """
+        return fuse_path(absolute_path(self.defaultFS, self.working_dir, path))
 
     def get_data_feed(self, train_mode: bool = True, qname_in: str = "input", qname_out: str = "output",
                       input_mapping: dict[str, str] | None = None) -> Any:

@@ -22,6 +22,7 @@ from urllib.parse import parse_qs, urlparse
 
 from ..wire import channel
 from ..wire import messages as m
+from ..wire.fuse import FuseError, fuse_path
 from ..wire.orphans import kill_attempts_before, pid_dir
 from ..wire.paths import is_shared_logdir, local_path, node_dir_name
 from ..wire.plan import FOREGROUND_ROLES, NodePlan
@@ -59,14 +60,18 @@ def sees_probe(probe: str | None) -> bool:
 def node_log_dir(plan: NodePlan, role: str, index: int, workdir: str) -> tuple[str, bool]:
     """This node's log directory, and whether its new bytes must be shipped to the driver.
 
-    A shared log directory (a URI other than ``file://``, or a ``/dbfs/`` path) is written directly,
-    one subdirectory per node. Otherwise the node writes on its own disk (under the given path,
-    which the driver made absolute, or a temporary one when the run has no log_dir) and ships what
-    it writes.
+    A shared log directory (a URI other than ``file://``, or a path under Databricks' ``/Volumes``
+    or ``/dbfs`` mounts; ``dbfs:/`` URIs through those mounts, see ``fuse.fuse_path``) is written
+    directly, one subdirectory per node. Otherwise the node writes on its own disk (under the given
+    path, which the driver made absolute, or a temporary one when the run has no log_dir) and ships
+    what it writes.
+
+    Raises:
+        FuseError: the log directory needs a Databricks mount that this host lacks.
     """
     name = node_dir_name(role, index)
     if is_shared_logdir(plan.log_dir):
-        return f"{plan.log_dir.rstrip('/')}/{name}", False
+        return f"{fuse_path(plan.log_dir).rstrip('/')}/{name}", False
     local = local_path(plan.log_dir)
     path = os.path.join(local or os.path.join(workdir, "logs"), name)
     os.makedirs(path, exist_ok=True)
@@ -108,10 +113,16 @@ def run_node(plan: NodePlan, task: int, gpus: list[str], local_feed: LocalFeed |
         spec = reply.cluster_spec
         import cloudpickle
 
-        log_dir, ship_logs = node_log_dir(plan, role, index, workdir)
+        try:  # TensorFlow opens dbfs:/ through Databricks' mounts, which this host may lack
+            log_dir, ship_logs = node_log_dir(plan, role, index, workdir)
+            model_dir = fuse_path(plan.model_dir) if plan.model_dir else None
+        except FuseError as e:  # the run fails with the reason, not retried: another host would lack it too
+            reservation.close()
+            conn.send(m.encode(m.Result(ok=False, traceback=f"{type(e).__name__}: {e}")))
+            return {"task": task, "outcome": "error"}
         ctx = NodeContext(run_id=plan.run_id, executor_id=task, job_name=role, task_index=index,
                           cluster_spec=spec, defaultFS=plan.default_fs, working_dir=plan.working_dir, host=host,
-                          spark_executor_id=spark_executor_id(), gpus=gpus, model_dir=plan.model_dir,
+                          spark_executor_id=spark_executor_id(), gpus=gpus, model_dir=model_dir,
                           log_dir=log_dir, attempt=plan.attempt, model_dir_shared=reply.model_dir_shared)
         payload, result_path = os.path.join(workdir, "payload.pkl"), os.path.join(workdir, "result.pkl")
         feed = None

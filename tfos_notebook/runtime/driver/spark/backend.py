@@ -14,11 +14,17 @@ marking such figures as estimates (``ClusterView.exact``).
 
 from __future__ import annotations
 
+import logging
+import socket
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
+
+from .databricks import DatabricksContext, read_context
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -124,6 +130,8 @@ class SparkBackend(ABC):
 
     #: ``"classic"`` or ``"connect"``.
     kind: str = ""
+    _databricks_ctx: DatabricksContext | None = None
+    _databricks_read = False
 
     # -- configuration -----------------------------------------------------------------------
     @property
@@ -133,11 +141,30 @@ class SparkBackend(ABC):
 
     @abstractmethod
     def conf(self, key: str, default: str | None = None) -> str | None:
-        """A Spark conf value as the application sees it, or ``default``."""
+        """A Spark conf value as the application sees it, or ``default``: also when reading it
+        raises (``[CONFIG_NOT_AVAILABLE]`` on some Databricks compute), so that no conf read can
+        break a launch."""
+
+    def databricks(self) -> DatabricksContext | None:
+        """Where on Databricks this driver runs (read once), or None off Databricks."""
+        if not self._databricks_read:
+            self._databricks_ctx = read_context(self.conf, connect=self.kind == "connect")
+            self._databricks_read = True
+        return self._databricks_ctx
 
     def driver_host(self) -> str:
-        """The driver address executors reach (where the control server binds)."""
-        return self.conf("spark.driver.host") or "127.0.0.1"
+        """The driver address executors reach (where the control server binds): ``spark.driver.host``;
+        where it cannot be read, this host's own address on Databricks (executors on other machines
+        never reach 127.0.0.1), else 127.0.0.1."""
+        host = self.conf("spark.driver.host")
+        if host:
+            return host
+        if self.databricks() is not None:
+            try:
+                return socket.gethostbyname(socket.gethostname())
+            except OSError as e:
+                log.warning("spark.driver.host cannot be read and this host's address is unknown (%s)", e)
+        return "127.0.0.1"
 
     def driver_gpus(self) -> list[str]:
         """GPU addresses Spark's resources give the driver process itself (none where this process

@@ -70,7 +70,11 @@ class ClassicBackend(SparkBackend):
         return str(self.sc.master)
 
     def conf(self, key: str, default: str | None = None) -> str | None:
-        return self.sc.getConf().get(key, default)
+        try:
+            return self.sc.getConf().get(key, default)
+        except Exception as e:  # the gateway refused it: treated as unset
+            log.debug("cannot read the conf %s: %s", key, e)
+            return default
 
     def driver_gpus(self) -> list[str]:
         resources = self.sc.resources

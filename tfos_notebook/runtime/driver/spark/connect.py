@@ -283,7 +283,7 @@ class ConnectBackend(SparkBackend):
     def hadoop_fs(self, uri: str) -> HadoopFileSystem:
         raise NotImplementedError(
             f"{uri!r} cannot be read through Hadoop here: a Spark Connect session has no JVM in this process. "
-            "Use a FUSE path (/dbfs/..., /Volumes/...) or an fsspec URL instead")
+            "Use a FUSE path (a Unity Catalog volume, /Volumes/...) or an fsspec URL instead")
 
     def __repr__(self) -> str:
         return f"ConnectBackend({self.master!r})"
