@@ -151,3 +151,22 @@ def test_the_profile_tab_opens_under_the_databricks_driver_proxy_too():
                               browser_host="adb-1.azuredatabricks.net")
     assert profiles.profile_url(tensorboard_url(6006, where)) == \
         "https://adb-1.azuredatabricks.net/driver-proxy/o/1234/0101-abc/6006/#profile"
+
+
+def test_on_databricks_the_kernel_reloads_the_tensorboard_frame_when_runs_or_dashboards_appear():
+    from tfos_notebook.notebook.pagewatch import PageWatch, cross_origin_frame
+    from tfos_notebook.notebook.panel import TensorBoardPanel
+    from tfos_notebook.runtime.driver.spark.databricks import AccessMode, DatabricksContext
+
+    # faked: a Databricks cluster's context, and TensorBoard's answers as the run goes on
+    where = DatabricksContext("15.4", AccessMode.DEDICATED, cluster_id="c", workspace_id="1", browser_host="h")
+    assert cross_origin_frame(where) and not cross_origin_frame(None)
+    answers = [((), ("timeseries",)), ((), ("timeseries",)), (("chief_0",), ("scalars", "timeseries")),
+               (("chief_0",), ("scalars", "timeseries")), None, (("chief_0",), ("profile", "scalars", "timeseries"))]
+    panel = TensorBoardPanel()
+    panel.show("/driver-proxy/o/1/c/6006/")
+    first = panel.frame.value
+    watch = PageWatch(6006, panel.reload, done=lambda: not answers, interval=0.01,
+                      state=lambda: answers.pop(0) if answers else None)
+    watch._thread.join(5)
+    assert watch.reloads == 2 and panel.frame.value != first and "load 2" in panel.frame.value

@@ -22,6 +22,7 @@ from . import tracker
 from .capture import cell_error
 from .frontend import OutputTarget
 from .monitor import Monitor
+from .pagewatch import PageWatch, cross_origin_frame
 from .pump import EventPump
 from .text import TextMonitor
 
@@ -222,6 +223,10 @@ class TrainRun:
         self.registry.set_tensorboard(board)
         try:
             self._to_monitor(lambda monitor: monitor.show_tensorboard(board.url))
+            if isinstance(self.monitor, Monitor) and cross_origin_frame(self.run.backend.databricks()):
+                panel = self.monitor.tensorboard_panel
+                PageWatch(board.port, lambda: self._to_monitor(lambda _monitor: panel.reload()),
+                          done=lambda: board.stopped)
         finally:  # after the monitor shows it: who waits for it finds it shown
             starting.set_result(board)
 

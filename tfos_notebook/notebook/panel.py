@@ -52,6 +52,7 @@ class TensorBoardPanel:
         import ipywidgets as w
 
         self.url: str | None = None
+        self._height, self._loads = DEFAULT_HEIGHT, 0
         self.toggle = w.ToggleButton(description="Hide TensorBoard", value=True, icon="line-chart",
                                      tooltip="Show or hide the run's TensorBoard",
                                      layout=w.Layout(width="auto", display="none"))
@@ -71,17 +72,28 @@ class TensorBoardPanel:
 
     def show(self, url: str, height: int = DEFAULT_HEIGHT) -> None:
         """Show TensorBoard at ``url`` (a full URL or a path on the page's origin), live."""
-        doc = html.escape(live_document(url), quote=True)
         src = html.escape(url, quote=True)
-        self.url = url
-        self.frame.value = (f'<iframe class="tfos-tensorboard" data-url="{src}" '
-                            f'srcdoc="{doc}" title="TensorBoard" '
-                            f'style="width:100%;height:{int(height)}px;border:0"></iframe>')
+        self.url, self._height, self._loads = url, height, 0
+        self._frame()
         self.link.value = f'<a href="{src}" target="_blank" rel="noopener">{LINK_TEXT}</a>'
         self.link.layout.display = ""
         self.toggle.layout.display = ""
         self.toggle.value = True
         self.frame.layout.display = ""
+
+    def reload(self) -> None:
+        """Load TensorBoard's page afresh, and with it its list of dashboards and tag groups: what
+        shows new runs and tabs where the frame's own script cannot reach into the page (a widget
+        drawn on another origin than TensorBoard's, as on Databricks; see ``pagewatch.py``)."""
+        if self.url is not None:
+            self._loads += 1
+            self._frame()
+
+    def _frame(self) -> None:
+        doc = html.escape(live_document(self.url) + f"<!-- load {self._loads} -->", quote=True)
+        self.frame.value = (f'<iframe class="tfos-tensorboard" data-url="{html.escape(self.url, quote=True)}" '
+                            f'srcdoc="{doc}" title="TensorBoard" '
+                            f'style="width:100%;height:{int(self._height)}px;border:0"></iframe>')
 
     def note(self, text: str, error: bool = False) -> None:
         """Replace the iframe with one line of ``text`` (TensorBoard stopped, or did not start)."""
