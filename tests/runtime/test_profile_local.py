@@ -5,6 +5,7 @@ Profile tab's API; an ended run refuses a profile at once."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import time
@@ -39,7 +40,8 @@ def keras_digits(args, ctx):
 
 def get_json(url: str):
     with urllib.request.urlopen(url, timeout=30) as r:
-        return json.loads(r.read())
+        body = r.read()
+        return json.loads(gzip.decompress(body) if r.headers.get("Content-Encoding") == "gzip" else body)
 
 
 def test_a_keras_run_shows_progress_and_eta_and_a_profile_lands_one_trace_per_node(local_spark):
