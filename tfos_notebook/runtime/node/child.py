@@ -15,6 +15,7 @@ ORDERS_FD (``profiler.py``), and kills itself and its group if the node that sta
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
 import pickle
@@ -50,6 +51,7 @@ def _status_writer(fd: int):
 
 def main(argv: list[str]) -> int:
     status_fd, node_pid, orders_fd = int(argv[1]), int(argv[2]), int(argv[5])
+    faulthandler.enable()  # a crash in native code (TensorFlow) leaves its Python stacks in the node's log
     threading.Thread(target=watch_parent, args=(node_pid,), daemon=True).start()
     status = os.fdopen(status_fd, "w", buffering=1)
     import cloudpickle  # imported while the cluster is still reserving
