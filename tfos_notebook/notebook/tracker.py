@@ -145,7 +145,7 @@ def pace_record(p: Progress) -> dict[str, float]:
     if p.eta is not None:
         out["eta"] = round(p.eta, 1)
     if p.ended:
-        out.update(steps=sum(n.steps for n in p.nodes), examples=sum(n.examples for n in p.nodes))
+        out.update(steps=max(n.steps for n in p.nodes), examples=sum(n.examples for n in p.nodes))
     return out
 
 

@@ -214,8 +214,8 @@ def format_progress(p: Progress, elapsed: float) -> str:
         where = (f"epoch {behind.epoch + 1}/{behind.epochs} step {behind.epoch_step}/{behind.epoch_steps}"
                  if behind.epoch_steps else f"step {behind.done}/{behind.planned}")
         parts.append(f"{where} ({p.fraction:.0%})")
-    if p.ended:
-        steps = sum(n.steps for n in p.nodes)
+    if p.ended:  # the steps of the node that ran most, the examples of all
+        steps = max(n.steps for n in p.nodes)
         examples = sum(n.examples for n in p.nodes)
         parts.append(f"{steps} steps" + (f", {examples} examples" if examples else ""))
     parts.append(format_rate(p.steps_per_sec, "steps"))

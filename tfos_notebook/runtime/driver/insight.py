@@ -47,9 +47,10 @@ class NodeProgress:
 
 @dataclass(frozen=True)
 class Progress:
-    """The run's pace: per node, and in total (rates summed over the nodes; while the run goes on
-    over the last reports, once it ended over its whole time). ``fraction`` and ``eta`` (seconds)
-    come from the node furthest behind, where the nodes say how far they are."""
+    """The run's pace: per node, and for the run (while it goes on over the last reports, once it
+    ended over its whole time): ``steps_per_sec`` is the slowest node's (under a synchronous
+    strategy every node takes the same steps), ``examples_per_sec`` the nodes' sum. ``fraction``
+    and ``eta`` (seconds) come from the node furthest behind, where the nodes say how far they are."""
 
     nodes: tuple[NodeProgress, ...]
     steps_per_sec: float
@@ -105,8 +106,9 @@ class PaceBoard:
         eta = None
         if behind is not None and not ended:
             eta = (behind.planned - behind.done) / behind.steps_per_sec if behind.steps_per_sec else None
-        return Progress(nodes, sum(n.steps_per_sec for n in nodes), sum(n.examples_per_sec for n in nodes),
-                        behind.fraction if behind is not None else None, eta, ended)
+        return Progress(nodes, min((n.steps_per_sec for n in nodes), default=0.0),
+                        sum(n.examples_per_sec for n in nodes), behind.fraction if behind is not None else None,
+                        eta, ended)
 
     @staticmethod
     def _node(n: _NodeWindow, ended: bool) -> NodeProgress:

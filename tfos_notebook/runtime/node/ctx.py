@@ -189,8 +189,9 @@ class NodeContext:
             timing: count the training's steps (the node reads the optimizer's step counter once a
                 second on a thread of its own: nothing runs per step) for the monitor's progress bar,
                 steps/s, ETA and the straggler finding, and for ``%tfos_profile --steps``.
-            batch_size: examples per step (global under a multi-worker strategy: each node's share
-                is counted), for examples/s; fed data (InputMode.SPARK) is counted without it.
+            batch_size: the examples this node takes per step (under a multi-worker strategy the
+                global batch divided by the number of workers), for examples/s, which the driver
+                sums over the nodes; fed data (InputMode.SPARK) is counted without it.
             tensorboard_args: passed to the Keras TensorBoard callback (``update_freq``,
                 ``histogram_freq``...).
         """
