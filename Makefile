@@ -1,65 +1,106 @@
 # Two commands do everything on a fresh machine (Python 3.10+, Java 17, Node 20):
 #   make demo   - create .venv, install, train a small model on local Spark, print its accuracy
 #   make test   - create .venv, install with test dependencies, run every test
+# and one for the edit-test loop:
+#   make check  - lint, and every test that starts no Spark application, browser or fake host (~2 min)
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-PIP := $(PY) -m pip
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+# uv (from PyPI, into $(VENV)/uv) installs when it can be had; pip installs otherwise, from the same
+# pyproject.toml. INSTALLER=pip forces pip.
+INSTALLER ?= uv
+UV := $(VENV)/uv/bin/uv
+DEPS := $(shell cksum < pyproject.toml | cut -d' ' -f1)
+EXAMPLES_STAMP := $(VENV)/.installed-examples-$(DEPS)
+TEST_STAMP := $(VENV)/.installed-test-$(DEPS)
+comma := ,
 
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON ?= $(abspath $(PY))
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: demo test lint venv clean bench bench-connect bench-feed bench-tensorboard bench-kernel bench-scale labext ui-deps chromium lab
+.PHONY: demo test check lint venv clean bench bench-connect bench-feed bench-tensorboard bench-kernel bench-scale labext ui-deps chromium lab
 
 $(PY):
-	$(PYTHON) -m venv $(VENV)
-	$(PIP) install -q --upgrade pip
+	$(PYTHON) -m venv --without-pip $(VENV)
 
-$(STAMP): pyproject.toml | $(PY)
-	$(PIP) install -q -e ".[test]"
+# $(call install,EXTRAS): this checkout, editable, with EXTRAS, and pip (for installs by hand).
+# - SKIP_JUPYTER_BUILDER: the JupyterLab extension is built by the labext target below, when its
+#   sources change, not by every install (the demo does not need it).
+# - uv leaves tensorflow out: tf-keras names it, but tensorflow-cpu, the CPU build of the same
+#   release, provides the same module; pip cannot leave it out and installs both (546 MiB more).
+# - pyspark is published as a source archive only: its wheel is built here once, uncompressed (its
+#   400 MB of jars are compressed already; deflating them again took 16 s instead of 6).
+define install
+	@set -e; \
+	if [ "$(INSTALLER)" = uv ] && { [ -x $(UV) ] || PIP_ROOT_USER_ACTION=ignore $(PYTHON) -m pip install -q --target $(VENV)/uv uv; }; then \
+		printf 'tensorflow\n' > $(VENV)/uv-excludes.txt; \
+		echo "uv pip install -e \".[$(1)]\""; \
+		SKIP_JUPYTER_BUILDER=1 $(UV) pip install -q --python $(PY) --excludes $(VENV)/uv-excludes.txt \
+			--config-settings-package "pyspark:--build-option=--compression=stored" pip -e ".[$(1)]"; \
+	else \
+		echo "pip install -e \".[$(1)]\" (uv is not available)"; \
+		$(PY) -m ensurepip --upgrade > /dev/null; \
+		SKIP_JUPYTER_BUILDER=1 $(PY) -m pip install -q -e ".[$(1)]"; \
+	fi
 	rm -f $(VENV)/.installed-*
-	touch $(STAMP)
+endef
 
-venv: $(STAMP)
+$(EXAMPLES_STAMP): pyproject.toml | $(PY)
+	$(call install,examples)
+	touch $@
 
-demo: $(STAMP)
+$(TEST_STAMP): pyproject.toml | $(PY)
+	$(call install,test$(comma)examples)
+	touch $@ $(EXAMPLES_STAMP)
+
+venv: $(TEST_STAMP)
+
+# The demo needs the examples' dependencies only (no Jupyter server, browser tests or linters).
+demo: $(EXAMPLES_STAMP)
 	$(PY) example_notebooks/run_demo.py
 
-test: $(STAMP) labext ui-deps
+# Every test, slowest last (`--durations=25`; docs/testing.md keeps the table and what each cluster
+# serves).
+test: $(TEST_STAMP) labext ui-deps
 	$(PY) -m ruff check tfos_notebook tests bench example_notebooks
-	$(PY) -m pytest -ra $(PYTEST_ARGS)
+	$(PY) -m pytest -ra --durations=25 $(PYTEST_ARGS)
 
-lint: $(STAMP) node_modules/.package-lock.json
+# The inner loop: lint, then the tests that start no Spark application, browser or fake host
+# (markers set by tests/conftest.py from the fixtures each test uses).
+check: lint
+	$(PY) -m pytest -q -ra -m "not spark and not browser and not multihost" --durations=10 $(PYTEST_ARGS)
+
+lint: $(TEST_STAMP) node_modules/.package-lock.json
 	$(PY) -m ruff check tfos_notebook tests bench example_notebooks
 	cd labextension && $(NPM) run --silent prettier:check
 
 # Benchmarks run by hand (not in CI), each beside its anchor in the same run; see docs/benchmarks.md.
-bench: $(STAMP)
+bench: $(TEST_STAMP)
 	$(PY) bench/launch.py
 
-bench-connect: $(STAMP)
+bench-connect: $(TEST_STAMP)
 	$(PY) bench/connect_launch.py
 
-bench-feed: $(STAMP)
+bench-feed: $(TEST_STAMP)
 	$(PY) bench/feed.py
 
-bench-tensorboard: $(STAMP)
+bench-tensorboard: $(TEST_STAMP)
 	$(PY) bench/tb_freshness.py
 
-bench-kernel: $(STAMP)
+bench-kernel: $(TEST_STAMP)
 	$(PY) bench/kernel_responsiveness.py
 
-bench-scale: $(STAMP)
+bench-scale: $(TEST_STAMP)
 	$(PY) bench/scale.py
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache node_modules labextension/ui-tests/node_modules \
 		labextension/lib labextension/tsconfig.tsbuildinfo tfos_notebook/labextension
 
-# The JupyterLab extension (labextension/ -> tfos_notebook/labextension). `pip install` builds it
-# too; this rebuilds it after an edit. jupyter-builder comes from the venv, Node 20+ from the PATH.
+# The JupyterLab extension (labextension/ -> tfos_notebook/labextension), built when its sources are
+# newer than the build (a wheel built by `pip install .` builds it too). jupyter-builder comes from
+# the venv, Node 20+ from the PATH.
 NPM ?= npm
 CHROMIUM ?= /usr/bin/chromium
 LABEXT_BUILT := tfos_notebook/labextension/package.json
@@ -70,8 +111,10 @@ labext: $(LABEXT_BUILT)
 node_modules/.package-lock.json: package-lock.json labextension/package.json
 	$(NPM) ci --no-audit --no-fund
 
-$(LABEXT_BUILT): $(LABEXT_SOURCES) node_modules/.package-lock.json | $(STAMP)
+$(LABEXT_BUILT): $(LABEXT_SOURCES) node_modules/.package-lock.json | $(TEST_STAMP)
 	cd labextension && PATH="$(abspath $(VENV))/bin:$$PATH" $(NPM) run build
+	mkdir -p $(VENV)/share/jupyter/labextensions  # the venv's JupyterLab loads this build
+	ln -sfn "$(CURDIR)/tfos_notebook/labextension" $(VENV)/share/jupyter/labextensions/tfos-notebook
 	touch $@
 
 # The browser test's npm packages (Galata, Playwright) and Debian's chromium (Playwright cannot
@@ -91,6 +134,6 @@ chromium:
 # (a container) Jupyter refuses to start without --allow-root, so it is passed then.
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-lab: $(STAMP) $(LABEXT_BUILT)
+lab: $(TEST_STAMP) $(LABEXT_BUILT)
 	mkdir -p build/labextensions && ln -sfn "$(CURDIR)/tfos_notebook/labextension" build/labextensions/tfos-notebook
 	$(VENV)/bin/jupyter lab $(ALLOW_ROOT) --notebook-dir=example_notebooks --LabApp.extra_labextensions_path="$(CURDIR)/build/labextensions"

@@ -16,12 +16,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime, timezone
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 NOTEBOOK = "01_train_digits.ipynb"
 
 
-def _echo(cell, cell_index: int, **_) -> None:
+def _echo(cell) -> None:
     """Print what a cell printed (the monitor's ``[tfos]`` lines); Spark's stderr chatter stays in
     the executed notebook."""
     for out in cell.get("outputs", []):
@@ -44,11 +45,19 @@ def main() -> int:
     from nbclient.exceptions import CellExecutionError
 
     nb = nbformat.read(os.path.join(HERE, NOTEBOOK), as_version=4)
-    print(f"running example_notebooks/{NOTEBOOK} headless on local Spark (2 TensorFlow nodes)...", flush=True)
-    started = time.monotonic()
-    client = NotebookClient(nb, timeout=1800, kernel_name="python3", on_cell_executed=_echo,
-                            resources={"metadata": {"path": HERE}})
     executed = os.path.join(work_dir, NOTEBOOK.replace(".ipynb", ".executed.ipynb"))
+    last = max(i for i, cell in enumerate(nb.cells) if cell.cell_type == "code")
+    print(f"running example_notebooks/{NOTEBOOK} headless on local Spark (2 TensorFlow nodes)...", flush=True)
+    started, started_at = time.monotonic(), datetime.now(timezone.utc)
+
+    def on_cell_executed(cell, cell_index: int, execute_reply: dict, **_) -> None:
+        _echo(cell)
+        if cell_index == last and execute_reply["content"]["status"] == "ok":
+            # the result at once: the kernel's shutdown (its Spark session, TensorBoard) comes after
+            report(nb, work_dir, executed, time.monotonic() - started, started_at)
+
+    client = NotebookClient(nb, timeout=1800, kernel_name="python3", on_cell_executed=on_cell_executed,
+                            resources={"metadata": {"path": HERE}})
     try:
         client.execute(stderr=subprocess.DEVNULL)  # the kernel's own stderr: JVM start-up noise
     except CellExecutionError:
@@ -57,10 +66,15 @@ def main() -> int:
     finally:
         os.makedirs(work_dir, exist_ok=True)
         nbformat.write(nb, executed)
+    return 0
+
+
+def report(nb, work_dir: str, executed: str, total: float, started_at: datetime) -> None:
+    """What the notebook produced, and where its time went."""
     with open(os.path.join(work_dir, "01_train_digits.json")) as f:
         summary = json.load(f)
     print(f"""
-done in {time.monotonic() - started:.0f} s
+done in {total:.0f} s
   held-out accuracy ({summary['data']}): {summary['accuracy']:.3f}
   loss per epoch:      {summary['loss_per_epoch']}
   exported model:      {summary['exported_model']}
@@ -69,8 +83,50 @@ done in {time.monotonic() - started:.0f} s
 
 To watch it live, with the monitor widget and the TensorBoard panel:
   make lab     then open example_notebooks/{NOTEBOOK} and run all cells
-Or look at these logs now:  {sys.executable} -m tensorboard.main --logdir {summary['tensorboard_logdir']}""")
-    return 0
+Or look at these logs now:  {sys.executable} -m tensorboard.main --logdir {summary['tensorboard_logdir']}
+""")
+    print(split(nb, started_at, total, summary.get("timeline", {})), flush=True)
+
+
+def _cell_times(nb, started_at: datetime) -> list[tuple[str, float, float]]:
+    """(first source line, start, end) of each executed code cell, in seconds from ``started_at``
+    (nbclient records when the kernel went busy and idle for each cell)."""
+    times = []
+    for cell in nb.cells:
+        execution = cell.get("metadata", {}).get("execution", {})
+        if "iopub.status.busy" in execution and "iopub.status.idle" in execution:
+            busy, idle = (datetime.fromisoformat(execution[k].replace("Z", "+00:00")).timestamp()
+                          for k in ("iopub.status.busy", "iopub.status.idle"))
+            times.append((cell.source, busy - started_at.timestamp(), idle - started_at.timestamp()))
+    return times
+
+
+def split(nb, started_at: datetime, total: float, timeline: dict[str, float]) -> str:
+    """Where the notebook's time went: start-up (kernel, Spark, data, the nodes) against training,
+    from the cells' timing and the run's ``timeline`` (its milestones' wall-clock times)."""
+    cells = _cell_times(nb, started_at)
+    marks = {name: t - started_at.timestamp() for name, t in timeline.items()}
+
+    def cell(marker: str) -> tuple[float, float]:
+        return next(((start, end) for source, start, end in cells if marker in source), (0.0, 0.0))
+
+    spark, data = cell("SparkSession"), cell("to_dataframe(")
+    rows = [("kernel start", cells[0][1] if cells else 0.0, "nbclient starts an IPython kernel"),
+            ("Spark session", spark[1] - spark[0], "the JVM and a local SparkContext"),
+            ("data", data[1] - data[0], "scikit-learn's digits into a cached DataFrame (Arrow), counted")]
+    if {"registered", "first_step", "last_step", "finished"} <= marks.keys():
+        rows += [("nodes up", marks["registered"] - data[1],
+                  "%load_ext, %%tfos_train, Spark's barrier tasks and Python workers, the nodes' processes"),
+                 ("first epoch", marks["first_step"] - marks["registered"],
+                  "each node imports TensorFlow, sets up MultiWorkerMirroredStrategy, runs epoch 1"),
+                 ("other epochs", marks["last_step"] - marks["first_step"], "training"),
+                 ("export, evaluation", marks["finished"] - marks["last_step"],
+                  "every node saves the model; the held-out accuracy")]
+    startup = sum(seconds for _, seconds, _ in rows[:4])  # up to the nodes registering
+    rows.append(("the rest", total - sum(seconds for _, seconds, _ in rows), "the other cells"))
+    lines = [f"where the {total:.1f} s went ({startup:.1f} s of start-up before the nodes import TensorFlow):"]
+    lines += [f"  {name:<19}{seconds:5.1f} s  {what}" for name, seconds, what in rows]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -79,19 +79,46 @@ def _ship_test_module_by_value(request):
         pass
 
 
-def pytest_collection_modifyitems(config, items):
-    # local tests first, then local[4], then the ones on standalone clusters (fixtures named
-    # *standalone): few context switches.
-    def order(item) -> int:
-        names = getattr(item, "fixturenames", ())
-        return 2 if any(n.endswith("standalone") for n in names) else 1 if "local_spark4" in names else 0
+# Fixtures that start a Spark application (and every fixture built on them: ``item.fixturenames``
+# is the closure of what a test uses): a test that uses one is marked ``spark``, and ``cluster``
+# too when it is a standalone cluster. Tests that start Spark by other means (a kernel, a notebook,
+# a driver process of their own) carry the mark by hand.
+CLUSTER_FIXTURES = frozenset({"standalone_cluster", "feed_cluster", "gpu_standalone"})
+SPARK_FIXTURES = frozenset({"local_spark", "local_spark4", "spark_slot", *CLUSTER_FIXTURES})
 
-    items.sort(key=order)
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        if names & CLUSTER_FIXTURES and "cluster" not in item.keywords:
+            item.add_marker(pytest.mark.cluster)
+        if (names & SPARK_FIXTURES or "cluster" in item.keywords or "multihost" in item.keywords) \
+                and "spark" not in item.keywords:
+            item.add_marker(pytest.mark.spark)
+
+    items.sort(key=_order)
     no_gpu = _no_gpu_reason()
     if no_gpu:
         for item in items:
             if "gpu" in item.keywords:
                 item.add_marker(pytest.mark.skip(reason=no_gpu))
+
+
+def _order(item) -> tuple[int, int]:
+    """Tests grouped by the Spark application they need, so that each starts once: local[2] (and
+    the tests that start none), local[4], the feed cluster's application, this process's other
+    applications on the feed cluster, the standalone cluster's (drivers of their own first, then the
+    ``standalone`` application, then the others), then anything else on a cluster (a real GPU's)."""
+    names = set(getattr(item, "fixturenames", ()))
+    if "feed_standalone" in names:
+        return 2, 0
+    if "feed_cluster" in names:
+        return 3, 0
+    if "standalone_cluster" in names:  # drivers of their own, then this process's applications
+        return 4, 0 if not names & {"standalone", "spark_slot"} else 1 if "standalone" in names else 2
+    if names & CLUSTER_FIXTURES or "cluster" in item.keywords:
+        return 5, 0
+    return (1 if "local_spark4" in names else 0), 0
 
 
 def _no_gpu_reason() -> str:
@@ -119,6 +146,17 @@ def standalone_cluster():
     cluster = StandaloneCluster(workers=2, cores=1, gpus_per_worker=2).start()
     yield cluster
     _slot.stop()
+    cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def feed_cluster(spark_slot):
+    """A standalone cluster of 2 workers x 2 cores, no GPUs: room for two nodes and the Spark tasks
+    that feed them (``feed_standalone`` in tests/feed), and for two applications side by side
+    (tests/runtime/test_two_applications.py)."""
+    cluster = StandaloneCluster(workers=2, cores=2, gpus_per_worker=0).start()
+    yield cluster
+    spark_slot.stop()
     cluster.stop()
 
 

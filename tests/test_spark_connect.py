@@ -13,6 +13,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 @pytest.mark.slow
+@pytest.mark.spark
 @pytest.mark.timeout(1500)
 def test_everything_runs_on_a_spark_connect_session():
     env = {**os.environ, "TFOS_CONNECT_SUITE": "1"}

@@ -13,7 +13,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "example_notebooks"
 SHRUNK = {"TFOS_EPOCHS": "3", "TFOS_MONITOR": "text"}

@@ -16,7 +16,7 @@ TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(TESTS, "tensorboard"))
 from tbhelpers import wait_for_scalars  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
 NOTEBOOK = os.path.join(os.path.dirname(TESTS), "example_notebooks", "02_concurrent_evaluation.ipynb")
 

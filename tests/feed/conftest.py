@@ -1,6 +1,6 @@
-"""A standalone cluster with room to feed: 2 workers x 2 cores, so that two nodes and the Spark
-tasks feeding them run at once (the session's ``standalone`` cluster has one core per worker,
-all of which two nodes hold)."""
+"""An application on the session's feed cluster (``feed_cluster`` in tests/conftest.py: 2 workers
+x 2 cores), so that two nodes and the Spark tasks feeding them run at once (the session's
+``standalone`` cluster has one core per worker, all of which two nodes hold)."""
 
 from __future__ import annotations
 
@@ -8,19 +8,9 @@ import time
 
 import pytest
 
-from tfos_notebook.devcluster import StandaloneCluster
 from tfos_notebook.runtime.driver.spark import backend_for
 
 SLOTS = 4
-
-
-@pytest.fixture(scope="session")
-def feed_cluster(spark_slot):
-    cluster = StandaloneCluster(workers=2, cores=SLOTS // 2, gpus_per_worker=0).start()
-    yield cluster
-    if spark_slot.kind == "feed":
-        spark_slot.stop()
-    cluster.stop()
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from tfos_notebook.notebook.frontend import OutputTarget
 from tfos_notebook.notebook.monitor import Monitor
 from tfos_notebook.notebook.pump import EventPump
 from tfos_notebook.notebook.text import TextMonitor
-from tfos_notebook.notebook.view import RunView, format_duration
+from tfos_notebook.notebook.view import RunView, format_duration, timeline
 from tfos_notebook.runtime.driver.events import (
     EventStream,
     FindingRaised,
@@ -38,6 +38,14 @@ def test_view_folds_a_run_into_rows_reservations_and_state():
     assert (worker.executor_id, worker.step, worker.loss) == ("1", 2, pytest.approx(1 / 3))
     assert view.logs[-1] == "[worker:0] step 2 on worker"
     assert view.elapsed() == pytest.approx(3 + 3 * 0.25 + 0.1)
+
+
+def test_timeline_gives_when_the_run_reached_each_milestone():
+    events = two_node_run(t0=1000.0, steps=3)
+    assert timeline(events) == {"started": 1000.0, "submitted": 1000.0, "registered": 1002.0, "first_step": 1003.0,
+                                "last_step": 1003.5, "finished": 1003.85}
+    assert timeline(events[:8]) == {"started": 1000.0, "submitted": 1000.0, "registered": 1002.0}  # no step yet
+    assert timeline([]) == {}
 
 
 def test_view_keeps_only_the_newest_log_lines():

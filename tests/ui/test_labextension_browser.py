@@ -22,6 +22,7 @@ BUILT = REPO / "tfos_notebook" / "labextension" / "package.json"
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 
 pytestmark = [
+    pytest.mark.browser,
     pytest.mark.slow,
     pytest.mark.timeout(900),
     pytest.mark.skipif(shutil.which("npx") is None or shutil.which("node") is None,

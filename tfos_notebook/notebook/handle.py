@@ -25,6 +25,7 @@ from .monitor import Monitor
 from .pagewatch import PageWatch, cross_origin_frame
 from .pump import EventPump
 from .text import TextMonitor
+from .view import timeline
 
 if TYPE_CHECKING:
     from ..runtime.driver.profiles import ProfileResult
@@ -44,8 +45,8 @@ class TrainRun:
         monitor: ``widget``, ``text`` or ``none``.
         target: the cell the monitor writes to (the launching one).
 
-    Offers ``wait()``, ``stop()``, ``state``, ``result``, ``results``, ``error``, ``events`` and
-    ``logs()``; ``monitor`` is the :class:`Monitor` or :class:`TextMonitor` (None with ``none``);
+    Offers ``wait()``, ``stop()``, ``state``, ``result``, ``results``, ``error``, ``events``,
+    ``timeline`` and ``logs()``; ``monitor`` is the :class:`Monitor` or :class:`TextMonitor` (None with ``none``);
     ``start_tensorboard()``, ``tensorboard``, ``tensorboard_url`` and ``stop_tensorboard()`` for
     the run's live TensorBoard.
     """
@@ -112,6 +113,13 @@ class TrainRun:
     @property
     def events(self) -> EventStream:
         return self.run.events
+
+    @property
+    def timeline(self) -> dict[str, float]:
+        """When the run was ``started``, ``submitted``, every node ``registered``, and reached its
+        ``first_step``, ``last_step`` and the end (``finished``), as far as it got, in ``time.time()``
+        seconds (see ``notebook.view.timeline``)."""
+        return timeline(self.run.events.events())
 
     @property
     def error(self) -> BaseException | None:

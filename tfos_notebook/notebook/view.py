@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..runtime.driver.events import (
+    ClusterReady,
     Event,
     FeedPlanned,
     FindingRaised,
@@ -233,3 +235,25 @@ def format_metrics(step: int | None, metrics: dict[str, float]) -> str:
         return ""
     parts = [f"step {step}"] + [f"{k} {v:.4g}" for k, v in metrics.items()]
     return "  ".join(parts)
+
+
+def timeline(events: Iterable[Event]) -> dict[str, float]:
+    """When a run reached each milestone (wall-clock ``time.time()`` seconds), from its events in
+    time order: ``started`` (it was started), ``submitted`` (its barrier job went to Spark),
+    ``registered`` (every node reached the driver: Spark's barrier tasks, their Python workers and
+    the nodes' processes are up), ``first_step`` (a node's first progress report, which comes after
+    its imports, its strategy's set-up and its first epoch or step), ``last_step`` and
+    ``finished``. Milestones not reached yet are left out."""
+    marks: dict[str, float] = {}
+    for e in events:
+        if isinstance(e, Step):
+            marks.setdefault("first_step", e.t)
+            marks["last_step"] = e.t
+        elif isinstance(e, RunFinished):
+            marks["finished"] = e.t
+        else:
+            name = {RunStateChanged: "started", LaunchSubmitted: "submitted", ClusterReady: "registered"}.get(type(e))
+            if name is not None:
+                marks.setdefault(name, e.t)
+    order = ("started", "submitted", "registered", "first_step", "last_step", "finished")
+    return {name: marks[name] for name in order if name in marks}
