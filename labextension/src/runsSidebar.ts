@@ -4,7 +4,24 @@ import { Widget } from '@lumino/widgets';
 import { RunsApi } from './api';
 import { RunsApiError } from './errors';
 import { formatDuration, sparkline } from './sparkline';
-import { IRun, POLL_INTERVAL_MS, RUNS_SIDEBAR_ID } from './tokens';
+import { IRun, IRunPace, POLL_INTERVAL_MS, RUNS_SIDEBAR_ID } from './tokens';
+
+/** `12.3 steps/s · 394 examples/s · ETA 0:42` (on an ended run: its totals and average rates). */
+export function paceText(pace: IRunPace, ended: boolean): string {
+  const rate = (value: number | undefined, unit: string) =>
+    value
+      ? `${value >= 10000 ? `${(value / 1000).toFixed(1)}k` : value.toPrecision(3)} ${unit}/s`
+      : '';
+  return [
+    pace.epochs ? `epoch ${pace.epoch}/${pace.epochs}` : '',
+    ended && pace.steps ? `${pace.steps} steps` : '',
+    rate(pace.steps_per_sec, 'steps'),
+    rate(pace.examples_per_sec, 'examples'),
+    !ended && pace.eta !== undefined ? `ETA ${formatDuration(pace.eta)}` : ''
+  ]
+    .filter(Boolean)
+    .join(' · ');
+}
 
 /** What the sidebar's buttons ask of the plugin. */
 export interface IRunActions {
@@ -183,7 +200,7 @@ export class RunsSidebar extends Widget {
       });
       actions.append(stop);
     }
-    item.append(name, state, details, curve, metrics, actions);
+    item.append(name, state, details, curve, metrics, ...this.pace(run), actions);
     return item;
   }
 
@@ -199,6 +216,27 @@ export class RunsSidebar extends Widget {
       ? `The run's MLflow run (MLflow: ${run.mlflow_error})`
       : `The run's MLflow run ${run.mlflow_run_id ?? ''}`;
     return link;
+  }
+
+  /** The run's progress bar (where the nodes say how far they are) and its pace line. */
+  private pace(run: IRun): HTMLElement[] {
+    const pace = run.pace ?? {};
+    const text = paceText(pace, run.ended);
+    if (!text) {
+      return [];
+    }
+    const line = document.createElement('span');
+    line.className = 'tfos-RunRow-pace';
+    line.textContent = text;
+    if (pace.fraction === undefined) {
+      return [line];
+    }
+    const bar = document.createElement('progress');
+    bar.className = 'tfos-RunRow-progress';
+    bar.max = 1;
+    bar.value = pace.fraction;
+    bar.title = `${Math.round(pace.fraction * 100)}% done`;
+    return [bar, line];
   }
 
   private button(label: string, className: string, onClick: () => void): HTMLButtonElement {

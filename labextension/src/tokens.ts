@@ -70,6 +70,18 @@ export type RunState =
   | 'waiting'
   | 'evaluating';
 
+/** A run's pace (see `IRun.pace`). */
+export interface IRunPace {
+  steps_per_sec?: number;
+  examples_per_sec?: number;
+  fraction?: number;
+  eta?: number;
+  epoch?: number;
+  epochs?: number;
+  steps?: number;
+  examples?: number;
+}
+
 /** One run of the registry, as `GET tfos-notebook/api/runs` sends it. */
 export interface IRun {
   run_id: string;
@@ -94,6 +106,12 @@ export interface IRun {
   /** An evaluation's latest metrics, at `step`. */
   metrics: Record<string, number>;
   error: string | null;
+  /**
+   * How the run goes, from the nodes' step timing (empty before any step was timed): rates in
+   * total, and where the nodes say how far they are `fraction` (0..1), `eta` (seconds), `epoch`
+   * (from 1) of `epochs`; once ended, the totals `steps` and `examples` with average rates.
+   */
+  pace?: IRunPace;
   /** null without a TensorBoard, or when it went with the run's kernel (lost). */
   tensorboard_url: string | null;
   /** The run's MLflow run, when it is logged to MLflow (`%%tfos_train --mlflow`). */

@@ -180,9 +180,46 @@ def notebooks() -> None:
     report(**out)
 
 
+def train_keras_slowly(args, ctx):
+    import time
+
+    import tensorflow as tf
+
+    model = tf.keras.Sequential([tf.keras.layers.Input((8,)), tf.keras.layers.Dense(32), tf.keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    data = tf.data.Dataset.from_tensors((tf.ones((16, 8)), tf.ones((16, 1)))).repeat()
+    sleep = tf.keras.callbacks.LambdaCallback(on_train_batch_end=lambda batch, logs: time.sleep(0.05))
+    model.fit(data, epochs=args["epochs"], steps_per_epoch=20, verbose=0, callbacks=[*ctx.callbacks(
+        tensorboard=False, checkpoint=False, backup=False, progress=False), sleep])
+    return "trained"
+
+
+def profile() -> None:
+    """A run that trains on both hosts, profiled for 2 s mid-run: where each host's trace lands in
+    the driver's mirror, and how long it took."""
+    from tfos_notebook import Run
+    from tfos_notebook.runtime.driver.events import Pace
+    from tfos_notebook.tensorboard.mirror import Mirror
+
+    run = Run(session(), train_keras_slowly, {"epochs": 30}, 2, name="profiled")
+    mirror = Mirror("/tmp/mirror-profile")
+    run.set_file_sink(mirror.receive)
+    run.start()
+    end = time.monotonic() + 180
+    while not [p for p in run.events.events(Pace) if p.epoch >= 1] and time.monotonic() < end:
+        time.sleep(0.2)
+    t0 = time.monotonic()
+    result = run.profile(seconds=2)
+    took = time.monotonic() - t0
+    folder = os.path.join(mirror.root, "plugins", "profile", result.session)
+    traces = {name: os.path.getsize(os.path.join(folder, name)) for name in sorted(os.listdir(folder))}
+    run.stop()
+    report(traces=traces, seconds=took, failures=result.failures, hosts=sorted(n.where for n in run.nodes))
+
+
 STEPS = 60  # of the chaos run: about 10 s of work after the chaos (0.15 s a step)
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                         "example_notebooks")
 
 if __name__ == "__main__":
-    {"storage": storage, "chaos": chaos, "notebooks": notebooks}[sys.argv[1]]()
+    {"storage": storage, "chaos": chaos, "notebooks": notebooks, "profile": profile}[sys.argv[1]]()

@@ -42,6 +42,14 @@ def left_on_hosts(hosts: FakeHosts, run_id: str) -> dict[str, list[str]]:
     return hosts.processes(run_id)
 
 
+def test_a_profile_of_a_run_on_two_hosts_lands_each_node_trace_in_the_driver_mirror_within_s_plus_10(hosts):
+    result, _ = wait_for(hosts.driver([SCENARIOS, "profile"]), 400)
+    assert result["failures"] == {} and result["seconds"] < 2 + 10, result
+    assert sorted(result["traces"]) == ["chief_0.xplane.pb", "worker_0.xplane.pb"]
+    assert all(size > 1000 for size in result["traces"].values())
+    assert [h.split(" ")[0] for h in result["hosts"]] == ["tfos-h1", "tfos-h2"]  # one node on each host
+
+
 def test_local_dirs_are_told_apart_from_shared_ones_and_dbfs_paths_reach_tensorflow_through_the_mounts(hosts):
     driver = hosts.driver([SCENARIOS, "storage"])
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 import threading
 
@@ -69,9 +70,9 @@ def test_widget_shows_progress_task_rows_and_final_state():
     assert (monitor.progress.value, monitor.progress.max, monitor.progress.bar_style) == (2, 2, "success")
     assert "finished" in monitor.header.value and "digits" in monitor.header.value
     rows = table_rows(monitor.tasks.get_state()["value"])
-    assert rows[0] == ["task", "host", "executor", "port", "GPUs", "state", "step", "loss"]
-    assert rows[1] == ["chief:0", "10.0.0.1", "0", "4000", "0", "finished", "3", "0.25"]
-    assert rows[2] == ["worker:0", "10.0.0.2", "1", "4001", "1", "finished", "3", "0.25"]
+    assert rows[0] == ["task", "host", "executor", "port", "GPUs", "state", "step", "loss", "steps/s", "input wait"]
+    assert rows[1] == ["chief:0", "10.0.0.1", "0", "4000", "0", "finished", "3", "0.25", "-", "-"]
+    assert rows[2] == ["worker:0", "10.0.0.2", "1", "4001", "1", "finished", "3", "0.25", "-", "-"]
     assert "[chief:0] step 3 on chief" in monitor.logs.value
     assert monitor.stop_button.disabled and monitor.stop_button.description == "Finished"
 
@@ -120,7 +121,12 @@ def test_tensorboard_panel_is_hidden_until_shown_then_toggles_and_offers_a_new_t
     assert panel.toggle.layout.display == "none" and panel.link.layout.display == "none"
     monitor.show_tensorboard("/proxy/6006/?a=1&b=2", height=400)
     frame = panel.frame.value
-    assert re.search(r'<iframe src="/proxy/6006/\?a=1&amp;b=2"[^>]*height:400px', frame)
+    assert re.search(r'<iframe class="tfos-tensorboard" data-url="/proxy/6006/\?a=1&amp;b=2"[^>]*height:400px', frame)
+    # live: the frame's own document opens TensorBoard once it has runs, and reloads it every second
+    doc = html.unescape(re.search(r'srcdoc="([^"]*)"', frame).group(1))
+    assert 'const TENSORBOARD_URL = "/proxy/6006/?a=1&b=2";' in doc
+    assert "base + 'data/runs'" in doc and "app-header-reload button.reload-button" in doc
+    assert "TensorBoard opens here once the run&#x27;s nodes write their first summaries." in doc
     assert panel.frame.layout.display == "" and panel.toggle.layout.display == ""
     assert panel.link.value == ('<a href="/proxy/6006/?a=1&amp;b=2" target="_blank" rel="noopener">'
                                 "Open TensorBoard in a new tab</a>")

@@ -32,7 +32,7 @@ def launch(ip, line: str, body: str):
 
 
 def iframe_src(html: str) -> str:
-    found = re.search(r'<iframe src="([^"]*)"', html)
+    found = re.search(r'<iframe class="tfos-tensorboard" data-url="([^"]*)"', html)
     assert found, html
     return found.group(1).replace("&amp;", "&")
 

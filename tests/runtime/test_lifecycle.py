@@ -32,6 +32,7 @@ from tfos_notebook.runtime.driver.errors import (
 from tfos_notebook.runtime.driver.events import (
     EventStream,
     FindingRaised,
+    ProfileCaptured,
     RunFinished,
     RunStateChanged,
     TaskState,
@@ -567,12 +568,30 @@ def test_coordinator_reports_a_lost_node_as_retryable_but_not_while_the_run_ends
     assert hooks.calls[-1] == ("failed", "NodeError", True) and len(hooks.calls) == 2
 
 
+def test_coordinator_puts_a_node_trace_under_the_mirror_root_and_refuses_any_other_profile_file():
+    coord, hooks, events = coordinator(roles=(("chief", 0),))
+    received = []
+    hooks.files = lambda prefix, chunks: received.append((prefix, [c.relpath for c in chunks])) or {}
+    a = FakeConn()
+    coord.handle(a, m.Register(task=0, attempt=0, host="h0", port=1, pid=1))
+    trace = "plugins/profile/2026_01_01_00_00_00/chief_0.xplane.pb"
+    coord.handle(a, m.Files(((trace, 0, b"x"),), m.PROFILE_AREA))
+    coord.handle(a, m.Files((("events.out", 0, b"x"),)))
+    assert received == [("", [trace]), ("chief_0", ["events.out"])]
+    with pytest.raises(ChannelError, match=r"chief:0 sent a profile file 'plugins/profile/s/worker_0.xplane.pb', "
+                                           r"not one of its traces \(plugins/profile/<session>/chief_0.xplane.pb\)"):
+        coord.handle(a, m.Files((("plugins/profile/s/worker_0.xplane.pb", 0, b"x"),), m.PROFILE_AREA))
+    coord.handle(a, m.ProfileDone("2026_01_01_00_00_00", True, "1 bytes"))
+    [done] = events.events(ProfileCaptured)
+    assert (done.role, done.session, done.ok) == ("chief", "2026_01_01_00_00_00", True)
+
+
 def test_coordinator_ignores_a_late_state_of_an_ended_node_and_rewinds_files():
     coord, hooks, _ = coordinator(roles=(("chief", 0),))
     a = FakeConn()
     coord.handle(a, m.Register(task=0, attempt=0, host="h0", port=1, pid=1))
     coord.handle(a, m.Files((("a", 5, b"x"),)))
-    assert a.sent[-1] == {"type": "files_rewind", "files": {"a": 0}}
+    assert a.sent[-1] == {"type": "files_rewind", "files": {"a": 0}, "area": ""}
     coord.handle(a, m.Result(ok=True, value=pickle.dumps(1)))
     assert ("done",) in hooks.calls
     coord.handle(a, m.NodeStateReport("running"))  # late: the node already finished

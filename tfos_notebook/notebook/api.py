@@ -255,14 +255,23 @@ def show_tensorboard(runs: KernelRuns, which: str | None = None, *, stop: bool =
     board = run.start_tensorboard(wait=True) if run is not None else _logdir_board(runs, _logdir_key(which, runs))
     mode = choose_monitor(display, shell)
     if mode == "widget":
+        from .pagewatch import PageWatch, cross_origin_frame
         from .panel import TensorBoardPanel
 
         panel = TensorBoardPanel()
         panel.show(board.url)
+        if cross_origin_frame(board_databricks(run)):
+            PageWatch(board.port, panel.reload, done=lambda: board.stopped)
         return panel
     if mode == "text":
         say(f"[tfos] TensorBoard of {label} at {board.url}")
     return None
+
+
+def board_databricks(run: TrainRun | None):
+    """Where on Databricks the TensorBoard's driver runs (None off Databricks)."""
+    backend = run.run.backend if run is not None else active_backend()
+    return backend.databricks() if backend is not None else None
 
 
 def _logdir_board(runs: KernelRuns, key: str) -> TensorBoardHandle:

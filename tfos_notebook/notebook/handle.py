@@ -22,14 +22,18 @@ from . import tracker
 from .capture import cell_error
 from .frontend import OutputTarget
 from .monitor import Monitor
+from .pagewatch import PageWatch, cross_origin_frame
 from .pump import EventPump
 from .text import TextMonitor
 from .view import timeline
 
 if TYPE_CHECKING:
+    from ..runtime.driver.profiles import ProfileResult
     from ..tensorboard import TensorBoardHandle
 
 log = logging.getLogger(__name__)
+
+PROFILE_BUTTON_SECS = 5.0  # the monitor's Profile button records this long
 
 
 class TrainRun:
@@ -55,7 +59,8 @@ class TrainRun:
         self._tensorboard_lock = threading.Lock()
         self.monitor: Monitor | TextMonitor | None = None
         if monitor == "widget":
-            self.monitor = Monitor(run.name, run.run_id, on_stop=self.stop, on_cleanup=self.kill_leftovers)
+            self.monitor = Monitor(run.name, run.run_id, on_stop=self.stop, on_cleanup=self.kill_leftovers,
+                                   on_profile=lambda: self.profile_text(self.profile(seconds=PROFILE_BUTTON_SECS)))
         elif monitor == "text":
             self.monitor = TextMonitor(run.name, run.run_id, result=lambda: run.result)
         self._pump = (EventPump(run.events, self.monitor.update, self.target, name=f"tfos-monitor-{run.run_id}")
@@ -152,6 +157,41 @@ class TrainRun:
         """Stop the run: its Spark job group is cancelled and its node processes killed."""
         self.run.stop(timeout)
 
+    def progress(self):
+        """How the run goes (``Run.progress``): steps/s, examples/s, how far and the ETA; totals once ended."""
+        return self.run.progress()
+
+    # -- profiles --------------------------------------------------------------------------------
+    def profile(self, seconds: float | None = None, steps: int | None = None,
+                nodes: list[str] | None = None) -> ProfileResult:
+        """Record a TensorFlow profiler trace of the training on ``nodes`` (default: every running
+        node) for ``seconds`` seconds (5 when neither is given) or ``steps`` steps, without stopping
+        it; the traces open in the Profile tab of the run's TensorBoard (started if it has none).
+
+        Raises (at once): ProfilePluginMissing (TensorBoard here has no Profile tab), ConfigError
+        (the run is not running, or the request is malformed), TensorBoardError.
+        """
+        from ..tensorboard.profiles import check_profile_plugin
+
+        check_profile_plugin()
+        if seconds is None and steps is None:
+            seconds = PROFILE_BUTTON_SECS
+        if self.run.state == "running" and self.run.file_sink is None:
+            self.start_tensorboard(wait=True)
+        return self.run.profile(seconds=seconds, steps=steps, nodes=nodes)
+
+    def profile_text(self, result: ProfileResult) -> str:
+        """What a profile gave, in a few lines: where the traces are, and why any is missing."""
+        from ..tensorboard.profiles import profile_url
+
+        url = self.tensorboard_url
+        lines = []
+        if result.traces:
+            lines.append(f"[tfos] profile {result.session} of {', '.join(sorted(result.traces))} in the Profile tab of "
+                         f"run {self.name}'s TensorBoard" + (f": {profile_url(url)}" if url else ""))
+        lines += [f"[tfos] no trace from {node}: {why}" for node, why in sorted(result.failures.items())]
+        return "\n".join(lines)
+
     # -- TensorBoard -----------------------------------------------------------------------------
     def start_tensorboard(self, wait: bool = False) -> TensorBoardHandle | None:
         """Start a live TensorBoard for this run, unless one is running or starting, and show it in
@@ -191,6 +231,10 @@ class TrainRun:
         self.registry.set_tensorboard(board)
         try:
             self._to_monitor(lambda monitor: monitor.show_tensorboard(board.url))
+            if isinstance(self.monitor, Monitor) and cross_origin_frame(self.run.backend.databricks()):
+                panel = self.monitor.tensorboard_panel
+                PageWatch(board.port, lambda: self._to_monitor(lambda _monitor: panel.reload()),
+                          done=lambda: board.stopped)
         finally:  # after the monitor shows it: who waits for it finds it shown
             starting.set_result(board)
 

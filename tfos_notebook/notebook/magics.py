@@ -1,7 +1,7 @@
 """``%%tfos_train``, ``%%tfos_evaluate``, ``%tfos_status``, ``%tfos_runs``, ``%tfos_stop``,
-``%tfos_tensorboard``, ``%tfos_diagnose``, ``%tfos_cleanup`` and ``%tfos_config``: argument parsers
-over :mod:`.api`, :mod:`.evaluate`, the runs registry (``state/registry.py``), :mod:`.diagnostics`
-and :mod:`.config`.
+``%tfos_tensorboard``, ``%tfos_profile``, ``%tfos_diagnose``, ``%tfos_cleanup`` and ``%tfos_config``:
+argument parsers over :mod:`.api`, :mod:`.evaluate`, the runs registry (``state/registry.py``),
+:mod:`.diagnostics` and :mod:`.config`.
 
 Loaded with ``%load_ext tfos_notebook``. Errors a user can meet are shown as one message, without
 the magic's own traceback.
@@ -199,6 +199,27 @@ class TFOSMagics(Magics):
         except TFOSError as e:
             raise _concise(e) from None
 
+
+    @magic_arguments()
+    @argument("run", help="name or run id of a running run of this kernel")
+    @argument("--seconds", type=float, help="record this many seconds (default 5)")
+    @argument("--steps", type=int, help="record this many training steps instead (needs ctx.callbacks() or "
+              "ctx.report(...) on the nodes)")
+    @argument("--nodes", help="the nodes to profile, role:index separated by commas (default: every running node)")
+    @line_magic
+    def tfos_profile(self, line: str = "") -> None:
+        """Record a TensorFlow profiler trace of the running training on its nodes, without stopping
+        it; the traces open in the Profile tab of the run's TensorBoard, one host per node. Returns
+        once every trace is there (the capture's length and a few seconds)."""
+        a = parse_argstring(self.tfos_profile, line)
+        try:
+            run = self.runs.find(a.run)
+            nodes = [n.strip() for n in a.nodes.split(",") if n.strip()] if a.nodes else None
+            if a.seconds is not None and a.steps is not None:
+                raise ConfigError("give --seconds or --steps, not both")
+            print(run.profile_text(run.profile(seconds=a.seconds, steps=a.steps, nodes=nodes)))
+        except TFOSError as e:
+            raise _concise(e) from None
 
     @magic_arguments()
     @argument("run", nargs="?", help="name or run id (default: the newest run still going)")

@@ -24,7 +24,7 @@ from typing import Any
 from ..runtime.driver.events import Event
 from .curves import curves_html
 from .panel import DEFAULT_HEIGHT, TensorBoardPanel
-from .view import RunView, TaskRow, format_duration, format_gpus
+from .view import RunView, TaskRow, format_duration, format_gpus, format_progress, format_rate
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ STATE_COLOURS = {
     "running": "#2563eb", "relaunching": "#b45309", "stopping": "#b45309", "failing": "#b91c1c",
     "finished": "#15803d", "failed": "#b91c1c", "stopped": "#6b7280",
 }
-TASK_COLUMNS = ("task", "host", "executor", "port", "GPUs", "state", "step", "loss")
+TASK_COLUMNS = ("task", "host", "executor", "port", "GPUs", "state", "step", "loss", "steps/s", "input wait")
 LOG_STYLE = "border:1px solid #d1d5db;border-radius:3px;padding:2px 6px;background:#f9fafb"
 VISIBLE_LOG_LINES = 12
 
@@ -71,21 +71,46 @@ def mlflow_html(view: RunView) -> str:
     return link
 
 
-def _task_cells(row: TaskRow) -> tuple[str, ...]:
+NOT_MEASURED = ("not measured: the node reads its own data (InputMode.TENSORFLOW), and the wait inside tf.data "
+                "shows only in a profile's input-pipeline analysis (Profile)")
+
+
+def _task_cells(row: TaskRow, pace) -> tuple[str, ...]:
     loss = row.loss
+    rate = "-" if pace is None else format_rate(pace.steps_per_sec, "steps").removesuffix(" steps/s")
+    wait = "-" if pace is None else "n/m" if pace.wait_share is None else f"{pace.wait_share:.0%}"
     return (row.name, row.host or "-", row.executor_id or "-", str(row.port) if row.port else "-",
             format_gpus(row), row.state, "-" if row.step is None else str(row.step),
-            "-" if loss is None else f"{loss:.4g}")
+            "-" if loss is None else f"{loss:.4g}", rate, wait)
+
+
+def progress_html(view: RunView, now: float | None = None) -> str:
+    """The run's progress bar (where the nodes say how far they are) and its throughput line."""
+    p = view.progress()
+    if p is None:
+        return ""
+    bar = ""
+    if p.fraction is not None:
+        bar = (f'<div class="tfos-progress-bar" style="display:inline-block;width:160px;height:10px;'
+               f'background:#e5e7eb;border-radius:3px;margin-right:8px;vertical-align:middle">'
+               f'<div style="width:{p.fraction * 100:.1f}%;height:100%;background:#2563eb;border-radius:3px">'
+               "</div></div>")
+    return (f'<div class="tfos-progress">{bar}<span class="tfos-throughput">'
+            f"{html.escape(format_progress(p, view.elapsed(now)))}</span></div>")
 
 
 def tasks_html(view: RunView) -> str:
     head = "".join(f'<th style="text-align:left;padding:0 8px">{c}</th>' for c in TASK_COLUMNS)
+    p = view.progress()
+    paces = {n.name: n for n in p.nodes} if p is not None else {}
     rows = []
     for task in sorted(view.rows):
         row = view.rows[task]
-        cells = list(map(html.escape, _task_cells(row)))
+        cells = list(map(html.escape, _task_cells(row, paces.get(row.name))))
         cells[5] = _badge(row.state) + (f' <span style="color:#6b7280">{html.escape(row.detail)}</span>'
                                        if row.detail else "")
+        if cells[9] == "n/m":
+            cells[9] = f'<span title="{html.escape(NOT_MEASURED)}">n/m</span>'
         tds = "".join(f'<td style="padding:0 8px">{c}</td>' for c in cells)
         rows.append(f'<tr data-task="{task}">{tds}</tr>')
     return f'<table style="border-collapse:collapse"><tr>{head}</tr>{"".join(rows)}</table>'
@@ -112,7 +137,8 @@ def run_curves_html(view: RunView) -> str:
 def snapshot_html(view: RunView) -> str:
     """The ended run as static HTML (no widget needed): what a saved notebook keeps of it."""
     return (f'<div class="tfos-snapshot" data-run-id="{html.escape(view.run_id)}">'
-            f"<div>{header_html(view)}</div>{findings_html(view)}{tasks_html(view)}{run_curves_html(view)}"
+            f"<div>{header_html(view)}</div>{progress_html(view)}{findings_html(view)}{tasks_html(view)}"
+            f"{run_curves_html(view)}"
             f"{logs_html(view)}</div>")
 
 
@@ -145,7 +171,11 @@ class Monitor:
         show: displays a mime bundle in the run's cell (IPython's ``display(bundle, raw=True)``
             unless given): the static copy of the ended run goes through it.
 
-    ``widget`` is the root box to display; ``header``, ``progress``, ``tasks``, ``curves`` (the
+    ``on_profile`` (called on a thread of its own by the Profile button, shown while the run
+    trains) returns the lines to show under the header.
+
+    ``widget`` is the root box to display; ``header``, ``progress``, ``throughput`` (the progress
+    bar, rates and ETA from the nodes' step timing), ``profile_button``, ``tasks``, ``curves`` (the
     metrics each node reported, as charts), ``logs`` (TensorFlow's known notices hidden unless
     ``noise_toggle`` is pressed), ``findings``, ``stop_button`` and ``tensorboard_panel`` (a :class:`TensorBoardPanel` whose
     toggle sits in the header and whose frame is at the bottom) are its parts.
@@ -153,7 +183,7 @@ class Monitor:
 
     def __init__(self, name: str, run_id: str, on_stop: Callable[[], Any],
                  visible_logs: int = VISIBLE_LOG_LINES, on_cleanup: Callable[[], str] | None = None,
-                 show: Callable[[dict], Any] | None = None) -> None:
+                 show: Callable[[dict], Any] | None = None, on_profile: Callable[[], str] | None = None) -> None:
         import ipywidgets as w
 
         self.view = RunView(name, run_id, max_logs=visible_logs)
@@ -172,6 +202,14 @@ class Monitor:
                                     tooltip="Stop the run: cancel its Spark job and kill its node processes",
                                     layout=w.Layout(width="auto"))
         self.tensorboard_panel = TensorBoardPanel()
+        self._on_profile = on_profile
+        self.profile_button = w.Button(description="Profile", icon="tachometer",
+                                       tooltip="Record a 5 s TensorFlow profiler trace on every node; it opens in the "
+                                               "Profile tab of the run's TensorBoard",
+                                       layout=w.Layout(width="auto", display="none"))
+        self.profile_button.on_click(self._profile_clicked)
+        self.profile_result = w.HTML()
+        self.throughput = w.HTML()
         self.progress = w.IntProgress(value=0, min=0, max=1, description="reserved", bar_style="info")
         self.progress_label = w.Label("0/0")
         self.findings = w.HTML()
@@ -182,8 +220,9 @@ class Monitor:
                                            tooltip="Show TensorFlow's own start-up notices in the log area",
                                            layout=w.Layout(width="auto", display="none"))
         self.widget = w.VBox([
-            w.HBox([self.header, self.tensorboard_panel.link, self.tensorboard_panel.toggle, self.stop_button]),
-            w.HBox([self.progress, self.progress_label]),
+            w.HBox([self.header, self.profile_button, self.tensorboard_panel.link, self.tensorboard_panel.toggle,
+                    self.stop_button]),
+            w.HBox([self.progress, self.progress_label]), self.throughput, self.profile_result,
             self.findings, w.HBox([self.cleanup_button, self.cleanup_result]), self.tasks, self.curves,
             self.logs, self.noise_toggle, self.tensorboard_panel.frame,
         ])
@@ -208,6 +247,8 @@ class Monitor:
             self.progress.bar_style = ("danger" if v.state == "failed" else
                                        "success" if v.requested and v.registered == v.requested else "info")
         self.progress_label.value = f"{v.registered}/{v.requested}"
+        self.throughput.value = progress_html(v, now)
+        self.profile_button.layout.display = "" if self._on_profile and v.state == "running" else "none"
         self.findings.value = findings_html(v)
         leftovers = self._on_cleanup is not None and any(
             getattr(f, "code", "") == "orphan_processes" for f in v.findings)
@@ -250,19 +291,30 @@ class Monitor:
                 self.view.logs.append(f"[tfos] stop failed: {e}")
                 self._sync(None)
 
-    def _cleanup_clicked(self, _button: Any = None) -> None:
-        self.cleanup_button.disabled = True
-        self.cleanup_result.value = "killing leftovers…"
-        threading.Thread(target=self._cleanup, daemon=True, name="tfos-cleanup").start()
+    def _profile_clicked(self, _button: Any = None) -> None:
+        self._in_background(self.profile_button, self.profile_result, "recording a profile on every node…",
+                            self._on_profile, "profile")
 
-    def _cleanup(self) -> None:
-        try:
-            text = self._on_cleanup()
-        except Exception as e:  # shown in the monitor; the button's thread must end either way
-            log.warning("the monitor's cleanup failed", exc_info=True)
-            text = f"cleanup failed: {e}"
-        self.cleanup_result.value = f"<pre style='margin:0;font-size:0.85em'>{html.escape(text)}</pre>"
-        self.cleanup_button.disabled = False
+    def _cleanup_clicked(self, _button: Any = None) -> None:
+        self._in_background(self.cleanup_button, self.cleanup_result, "killing leftovers…", self._on_cleanup,
+                            "cleanup")
+
+    def _in_background(self, button: Any, out: Any, busy: str, action: Callable[[], str], what: str) -> None:
+        """Run a button's ``action`` on a thread of its own (a click arrives on the kernel's main
+        thread) and show the text it returns, or why it failed, in ``out``."""
+        button.disabled = True
+        out.value = busy
+
+        def work() -> None:
+            try:
+                text = action()
+            except Exception as e:  # shown in the monitor; the button's thread must end either way
+                log.warning("the monitor's %s failed", what, exc_info=True)
+                text = f"{what} failed: {e}"
+            out.value = f"<pre style='margin:0;font-size:0.85em'>{html.escape(text)}</pre>"
+            button.disabled = False
+
+        threading.Thread(target=work, daemon=True, name=f"tfos-{what}").start()
 
     # -- TensorBoard ---------------------------------------------------------------------------
     def show_tensorboard(self, url: str, height: int = DEFAULT_HEIGHT) -> None:

@@ -1,5 +1,11 @@
-"""A TensorBoard panel: an iframe on TensorBoard's URL with a show/hide toggle and a plain link that
-opens it in a new tab, from core widgets.
+"""A TensorBoard panel: TensorBoard's page in a live frame with a show/hide toggle and a plain link
+that opens it in a new tab, from core widgets.
+
+The frame is live: its document (``livetb.js``, the frame's ``srcdoc``) opens TensorBoard once the
+run has something to show and keeps it reloading as points, runs, tag groups and the Profile tab
+appear, as the JupyterLab panel does; no widget beyond core ipywidgets' HTML is needed for it. It
+reaches into TensorBoard's page only where the widget is drawn on TensorBoard's origin (behind
+jupyter-server-proxy); elsewhere TensorBoard opens at once and reloads on its own period.
 
 The link is what always works: a widget may be drawn in a frame of another origin than the page
 (Databricks serves its widgets from a domain of their own), where TensorBoard's page may lack the
@@ -13,10 +19,25 @@ the logs); ``%tfos_tensorboard`` displays a panel on its own (``widget`` holds t
 from __future__ import annotations
 
 import html
+import json
+from importlib import resources
 from typing import Any
 
 DEFAULT_HEIGHT = 600
+WAITING = "TensorBoard opens here once the run's nodes write their first summaries."
 LINK_TEXT = "Open TensorBoard in a new tab"
+
+
+def live_document(url: str) -> str:
+    """The frame's document: TensorBoard at ``url`` (a full URL or a path on the page's origin),
+    opened once it has a run and reloaded every second (see ``livetb.js``)."""
+    script = resources.files(__package__).joinpath("livetb.js").read_text()
+    literal = json.dumps(url).replace("<", "\\u003c")
+    return ("<!doctype html><html><head><style>html,body{margin:0;height:100%}"
+            "iframe{border:0;width:100%;height:100%}"
+            "#tfos-waiting{font:13px sans-serif;color:#6b7280;padding:8px}</style></head><body>"
+            f'<div id="tfos-waiting">{html.escape(WAITING)}</div>'
+            f"<script>const TENSORBOARD_URL = {literal};\n{script}</script></body></html>")
 
 
 class TensorBoardPanel:
@@ -31,6 +52,7 @@ class TensorBoardPanel:
         import ipywidgets as w
 
         self.url: str | None = None
+        self._height, self._loads = DEFAULT_HEIGHT, 0
         self.toggle = w.ToggleButton(description="Hide TensorBoard", value=True, icon="line-chart",
                                      tooltip="Show or hide the run's TensorBoard",
                                      layout=w.Layout(width="auto", display="none"))
@@ -49,16 +71,29 @@ class TensorBoardPanel:
         return self._widget
 
     def show(self, url: str, height: int = DEFAULT_HEIGHT) -> None:
-        """Show TensorBoard at ``url`` (a full URL or a path on the page's origin)."""
+        """Show TensorBoard at ``url`` (a full URL or a path on the page's origin), live."""
         src = html.escape(url, quote=True)
-        self.url = url
-        self.frame.value = (f'<iframe src="{src}" title="TensorBoard" '
-                            f'style="width:100%;height:{int(height)}px;border:0"></iframe>')
+        self.url, self._height, self._loads = url, height, 0
+        self._frame()
         self.link.value = f'<a href="{src}" target="_blank" rel="noopener">{LINK_TEXT}</a>'
         self.link.layout.display = ""
         self.toggle.layout.display = ""
         self.toggle.value = True
         self.frame.layout.display = ""
+
+    def reload(self) -> None:
+        """Load TensorBoard's page afresh, and with it its list of dashboards and tag groups: what
+        shows new runs and tabs where the frame's own script cannot reach into the page (a widget
+        drawn on another origin than TensorBoard's, as on Databricks; see ``pagewatch.py``)."""
+        if self.url is not None:
+            self._loads += 1
+            self._frame()
+
+    def _frame(self) -> None:
+        doc = html.escape(live_document(self.url) + f"<!-- load {self._loads} -->", quote=True)
+        self.frame.value = (f'<iframe class="tfos-tensorboard" data-url="{html.escape(self.url, quote=True)}" '
+                            f'srcdoc="{doc}" title="TensorBoard" '
+                            f'style="width:100%;height:{int(self._height)}px;border:0"></iframe>')
 
     def note(self, text: str, error: bool = False) -> None:
         """Replace the iframe with one line of ``text`` (TensorBoard stopped, or did not start)."""

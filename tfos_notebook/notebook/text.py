@@ -1,7 +1,8 @@
 """The monitor as text, for places with no widget frontend (nbclient, papermill, terminal IPython).
 
 The same events as the widget, printed as a few concise lines: reservation count changes, state
-changes, a step/metrics line at most every ``step_every`` seconds, findings, and the end. Node log
+changes, a step/metrics line and a progress line (how far, steps/s, examples/s, elapsed, ETA) at
+most every ``step_every`` seconds each, findings, and the end with the run's totals. Node log
 lines are not printed (they stay available from the run handle), so a chatty run cannot flood the
 notebook.
 """
@@ -20,11 +21,12 @@ from ..runtime.driver.events import (
     FindingRaised,
     LaunchSubmitted,
     MlflowRun,
+    Pace,
     RunFinished,
     Step,
     TaskState,
 )
-from .view import RunView, format_duration, format_metrics
+from .view import RunView, format_duration, format_metrics, format_progress
 
 PREFIX = "[tfos]"
 STEP_EVERY_SECONDS = 5.0
@@ -52,6 +54,7 @@ class TextMonitor:
         self._last_step_t: float | None = None
         self._mlflow_shown = False
         self._mlflow_error = ""
+        self._last_pace_t: float | None = None
 
     def _say(self, text: str) -> None:
         self.write(f"{PREFIX} {self.view.name}: {text}")
@@ -60,8 +63,13 @@ class TextMonitor:
         """Fold ``events`` into the view and print what a person should know about them."""
         states: dict[str, list[str]] = {}
         step: Step | None = None
+        paced, pace_t = False, 0.0
         for e in events:
             self.view.apply(e)
+            if isinstance(e, Pace):
+                pace_t = e.t
+                if self._last_pace_t is None or e.t - self._last_pace_t >= self.step_every:
+                    self._last_pace_t, paced = e.t, True
             if isinstance(e, LaunchSubmitted):
                 again = f" again (attempt {e.attempt + 1})" if e.attempt else ""
                 self._say(f"launching {e.num_tasks} nodes{again} ({', '.join(e.roles)})")
@@ -84,9 +92,12 @@ class TextMonitor:
                 self._mlflow(e)
             elif isinstance(e, RunFinished):
                 self._flush(states, step)
-                states, step = {}, None
+                states, step, paced = {}, None, False
                 self._finished(e)
         self._flush(states, step)
+        progress = self.view.progress()
+        if paced and progress is not None and not self.view.finished:
+            self._say(format_progress(progress, self.view.elapsed(now if now is not None else pace_t)))
 
     def _flush_registered(self) -> None:
         if self.view.registered != self._shown_registered:
@@ -109,7 +120,14 @@ class TextMonitor:
         if e.state == "finished":
             value = self.result() if self.result is not None else None
             self._say(f"finished in {took}" + (f"; result: {reprlib.repr(value)}" if value is not None else ""))
-        elif e.state == "failed":
+        else:
+            self._finished_other(e, took)
+        progress = self.view.progress()
+        if progress is not None:
+            self._say(f"throughput: {format_progress(progress, self.view.elapsed())}")
+
+    def _finished_other(self, e: RunFinished, took: str) -> None:
+        if e.state == "failed":
             lines = e.error.strip().splitlines() or ["no error message"]
             summary = lines[0] if len(lines) == 1 else f"{lines[0]} ... {lines[-1].strip()}"
             self._say(f"failed after {took}: {summary}")

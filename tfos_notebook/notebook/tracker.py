@@ -18,12 +18,15 @@ import psutil
 from ..runtime.driver.events import (
     Event,
     FindingRaised,
+    LaunchSubmitted,
     MlflowRun,
     ModelDirUnshared,
+    Pace,
     RunFinished,
     RunStateChanged,
     Step,
 )
+from ..runtime.driver.insight import PaceBoard, Progress
 from ..state import registry
 from ..state.registry import RunRecord
 
@@ -49,6 +52,7 @@ class RunTracker:
         self._lock = threading.Lock()
         self._last_step_write = 0.0
         self._curve_of: int | None = None
+        self._paces = PaceBoard()
         self._done = threading.Event()
         self._waiting_for = {"run", "mlflow"}  # the record is complete once both are
         self.record = RunRecord(
@@ -81,10 +85,17 @@ class RunTracker:
 
     def _on_event(self, event: Event) -> None:
         if isinstance(event, RunFinished):
-            self._update(state=event.state, ended_at=event.t, error=(event.error.splitlines() or [None])[0])
+            pace = pace_record(self._paces.progress(ended=True)) if self._paces else self.record.pace
+            self._update(state=event.state, ended_at=event.t, error=(event.error.splitlines() or [None])[0],
+                         pace=pace)
             if self.run.tracking is None:  # not logged to MLflow (a run's tracking starts with it)
                 self._end_part("mlflow")
             self._end_part("run")
+        elif isinstance(event, Pace):
+            self._paces.add(event)
+            self._update(throttle=True, pace=pace_record(self._paces.progress()))
+        elif isinstance(event, LaunchSubmitted) and event.attempt:
+            self._paces.reset()
         elif isinstance(event, Step):
             changes: dict[str, Any] = {"step": event.step}
             if "loss" in event.metrics:
@@ -140,6 +151,19 @@ class RunTracker:
                     log.warning("run %s: a stop request failed: %s", self.run.run_id, e)
                     self._update(error=f"stop request failed: {e}")
         registry.take_stop_request(self.run.run_id)
+
+
+def pace_record(p: Progress) -> dict[str, float]:
+    """The registry's ``pace`` of a run (see ``RunRecord.pace``)."""
+    out = {"steps_per_sec": round(p.steps_per_sec, 3), "examples_per_sec": round(p.examples_per_sec, 3)}
+    behind = p.behind
+    if behind is not None:
+        out.update(fraction=round(behind.fraction, 4), epoch=behind.epoch + 1, epochs=behind.epochs)
+    if p.eta is not None:
+        out["eta"] = round(p.eta, 1)
+    if p.ended:
+        out.update(steps=max(n.steps for n in p.nodes), examples=sum(n.examples for n in p.nodes))
+    return out
 
 
 def track(run: Run, on_stop: Callable[[], None] | None = None) -> RunTracker:

@@ -21,12 +21,14 @@ from ..runtime.driver.events import (
     LaunchSubmitted,
     Log,
     MlflowRun,
+    Pace,
     Registered,
     RunFinished,
     RunStateChanged,
     Step,
     TaskState,
 )
+from ..runtime.driver.insight import PaceBoard, Progress
 from .logfilter import is_noise
 
 MAX_LOG_LINES = 200
@@ -97,6 +99,13 @@ class RunView:
         self.stop_requested = False
         self.feed_path = ""  # in-stage or network, once Spark data is fed (InputMode.SPARK)
         self.mlflow: MlflowRun | None = None  # the run's MLflow run, once logged there
+        self.input_mode = ""  # "spark" once data is fed: the nodes' wait for it is measured
+        self.paces = PaceBoard()
+        self.running_at: float | None = None
+
+    def progress(self) -> Progress | None:
+        """The run's pace (rates, how far, ETA; the totals once ended), None before any node timed a step."""
+        return self.paces.progress(ended=self.finished) if self.paces else None
 
     @property
     def registered(self) -> int:
@@ -128,10 +137,14 @@ class RunView:
             self.started_at = e.t
         if isinstance(e, RunStateChanged):
             self.state = e.state
+            if e.state == "running" and self.running_at is None:
+                self.running_at = e.t
             if isinstance(e, RunFinished):
                 self.error, self.finished_at = e.error, e.t
         elif isinstance(e, LaunchSubmitted):
             self.requested, self.attempt = e.num_tasks, e.attempt
+            if e.attempt:
+                self.paces.reset()
             for task, name in enumerate(e.roles):
                 role, _, index = name.partition(":")
                 if e.attempt or task not in self.rows:  # a relaunch starts every row afresh
@@ -161,6 +174,8 @@ class RunView:
                 self.quiet_logs.append(line)
         elif isinstance(e, FindingRaised):
             self.findings.append(e.finding)
+        elif isinstance(e, Pace):
+            self.paces.add(e)
         elif isinstance(e, FeedPlanned):
             self.feed_path = e.path
         elif isinstance(e, MlflowRun):
@@ -189,6 +204,33 @@ def format_duration(seconds: float) -> str:
     h, rest = divmod(s, 3600)
     m, s = divmod(rest, 60)
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+def format_rate(rate: float, unit: str) -> str:
+    """``12.3 steps/s``, ``1.2k examples/s``."""
+    return f"{rate / 1000:.1f}k {unit}/s" if rate >= 10_000 else f"{rate:.3g} {unit}/s"
+
+
+def format_progress(p: Progress, elapsed: float) -> str:
+    """One line: how far (epoch and step where known), the rates in total, elapsed and ETA;
+    on an ended run the totals: ``epoch 2/3 step 4/8 (50%) · 8 steps/s · 512 examples/s · 0:12 · ETA 0:03``."""
+    parts = []
+    behind = p.behind
+    if behind is not None:
+        where = (f"epoch {behind.epoch + 1}/{behind.epochs} step {behind.epoch_step}/{behind.epoch_steps}"
+                 if behind.epoch_steps else f"step {behind.done}/{behind.planned}")
+        parts.append(f"{where} ({p.fraction:.0%})")
+    if p.ended:  # the steps of the node that ran most, the examples of all
+        steps = max(n.steps for n in p.nodes)
+        examples = sum(n.examples for n in p.nodes)
+        parts.append(f"{steps} steps" + (f", {examples} examples" if examples else ""))
+    parts.append(format_rate(p.steps_per_sec, "steps"))
+    if p.examples_per_sec:
+        parts.append(format_rate(p.examples_per_sec, "examples"))
+    parts.append(f"{'took' if p.ended else 'elapsed'} {format_duration(elapsed)}")
+    if p.eta is not None:
+        parts.append(f"ETA {format_duration(p.eta)}")
+    return " · ".join(parts)
 
 
 def format_metrics(step: int | None, metrics: dict[str, float]) -> str:

@@ -58,6 +58,10 @@ class RunRecord:
         mlflow_run_id, mlflow_url, mlflow_tracking_uri: the run's MLflow run (its page, None for
             a store no UI serves) and tracking store, when it is logged to MLflow (an evaluation
             logs its metrics there); mlflow_error: why its MLflow logging failed, if it did.
+        pace: how the run goes, from the nodes' step timing: ``steps_per_sec`` and
+            ``examples_per_sec`` in total, and where the nodes say how far they are ``fraction``
+            (0..1), ``eta`` (seconds), ``epoch`` (from 1) and ``epochs``; once ended, the totals
+            (``steps``, ``examples``) and the average rates. Empty before any node timed a step.
     """
 
     run_id: str
@@ -91,6 +95,7 @@ class RunRecord:
     mlflow_url: str | None = None
     mlflow_tracking_uri: str | None = None
     mlflow_error: str | None = None
+    pace: dict[str, float] = field(default_factory=dict)
 
     @property
     def ended(self) -> bool:

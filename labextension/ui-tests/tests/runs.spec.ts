@@ -4,9 +4,12 @@
  * TensorFlow notice (while `run.logs()` holds them) and draws the run's curves; the runs sidebar
  * lists the run with its node count, elapsed time and loss curve, and only the actions that apply;
  * the run's TensorBoard panel (behind jupyter-server-proxy) shows a point a node wrote within
- * 5 s; the re-run's panel shows only the re-run's curve; a long run is stopped from the sidebar;
- * the ended runs are cleared. Screenshots go to $TFOS_UI_SCREENSHOT_DIR (default docs/):
- * labextension.png, monitor.png, sidebar.png.
+ * 5 s; the monitor shows the run's progress bar and throughput, and the sidebar its pace; in the
+ * re-run the monitor's own TensorBoard shows a point within 5 s too, its Profile button records
+ * both nodes' traces, and the Profile tab of that TensorBoard (through jupyter-server-proxy)
+ * shows them; the re-run's TensorBoard holds only the re-run's curve; a long run is stopped from
+ * the sidebar; the ended runs are cleared. Screenshots go to $TFOS_UI_SCREENSHOT_DIR (default
+ * docs/): labextension.png, monitor.png, sidebar.png, profile.png.
  */
 import { expect, test } from '@jupyterlab/galata';
 import * as path from 'path';
@@ -14,6 +17,24 @@ import * as path from 'path';
 import { notebook } from './notebookFile';
 
 const RUN = 'ui_digits';
+
+/** The delays, sorted, from a node writing each point after `after` to a frame first getting it. */
+function latenciesAfter(
+  where: string,
+  seen: Map<string, { wall: number; seen: number }>,
+  after: number
+): number[] {
+  const delays = [...seen.values()]
+    .filter(p => p.wall > after)
+    .map(p => p.seen - p.wall)
+    .sort((a, b) => a - b);
+  console.log(
+    `${where} latency over ${delays.length} live points: median ${
+      delays[Math.floor(delays.length / 2)]
+    } ms, max ${delays[delays.length - 1]} ms`
+  );
+  return delays;
+}
 const MINUTE = 60 * 1000;
 const SCREENSHOTS =
   process.env.TFOS_UI_SCREENSHOT_DIR ?? path.resolve(__dirname, '..', '..', '..', 'docs');
@@ -74,16 +95,23 @@ test('a training run shows in the runs sidebar and its TensorBoard draws the sca
   page,
   tmpPath
 }) => {
-  test.setTimeout(10 * MINUTE);
+  test.setTimeout(12 * MINUTE);
 
-  // Every scalar response TensorBoard's page gets: when each 'live' point first reached the panel.
+  // Every scalar response TensorBoard's page gets: when each 'live' point first reached the panel,
+  // and (for the re-run) the monitor's own TensorBoard, the frame inside the monitor's live frame.
   const firstSeen = new Map<string, { wall: number; seen: number }>();
+  const monitorSeen = new Map<string, { wall: number; seen: number }>();
   let panelFrame: unknown = null; // the sidebar's panel (the monitor embeds a TensorBoard too)
   page.on('response', async response => {
     const url = response.url();
-    if (!/timeSeries|scalars_multirun/.test(url) || response.frame() !== panelFrame) {
+    const inMonitor = response.frame().parentFrame()?.url() === 'about:srcdoc';
+    if (
+      !/timeSeries|scalars_multirun/.test(url) ||
+      (response.frame() !== panelFrame && !inMonitor)
+    ) {
       return;
     }
+    const seenBy = inMonitor ? monitorSeen : firstSeen;
     const seen = Date.now();
     let body: any;
     try {
@@ -109,8 +137,8 @@ test('a training run shows in the runs sidebar and its TensorBoard draws the sca
     }
     for (const [run, wall, step] of series) {
       const key = `${run}@${step}@${wall}`;
-      if (run.endsWith('/live') && !firstSeen.has(key)) {
-        firstSeen.set(key, { wall: wall * 1000, seen });
+      if (run.endsWith('/live') && !seenBy.has(key)) {
+        seenBy.set(key, { wall: wall * 1000, seen });
       }
     }
   });
@@ -173,6 +201,9 @@ test('a training run shows in the runs sidebar and its TensorBoard draws the sca
   await expect(row.locator('.tfos-RunRow-curve polyline')).toBeVisible({ timeout: MINUTE });
 
   await expect(row.locator('.tfos-RunRow-state')).toHaveText('finished', { timeout: 4 * MINUTE });
+  // Its pace, from the nodes' step timing (ctx.callbacks): the totals of the ended run.
+  await expect(row.locator('.tfos-RunRow-pace')).toContainText(/\d+ steps · [\d.]+ steps\/s/);
+  await expect(row.locator('progress.tfos-RunRow-progress')).toHaveAttribute('value', '1');
   // Ended: no Stop; its TensorBoard is still up.
   await expect(row.locator('.tfos-RunRow-stop')).toHaveCount(0);
   await expect(row.locator('.tfos-RunRow-tensorboard')).toBeVisible();
@@ -180,13 +211,7 @@ test('a training run shows in the runs sidebar and its TensorBoard draws the sca
   const cards = await board.locator('scalar-card').allInnerTexts();
   console.log(`scalar cards drawn: ${cards.map(c => c.split('\n')[0]).join(', ')}`);
   // A point a node wrote reached the open panel within 5 s (points written once its card was drawn).
-  const live = [...firstSeen.values()].filter(p => p.wall > liveShown);
-  const latencies = live.map(p => p.seen - p.wall).sort((a, b) => a - b);
-  console.log(
-    `panel latency over ${latencies.length} live points: median ${
-      latencies[Math.floor(latencies.length / 2)]
-    } ms, max ${latencies[latencies.length - 1]} ms`
-  );
+  const latencies = latenciesAfter('panel', firstSeen, liveShown);
   expect(latencies.length).toBeGreaterThanOrEqual(5);
   expect(latencies[latencies.length - 1]).toBeLessThan(PANEL_LATENCY_MS);
 
@@ -210,6 +235,11 @@ test('a training run shows in the runs sidebar and its TensorBoard draws the sca
     .first()
     .getAttribute('points');
   expect((points ?? '').trim().split(/\s+/).length).toBe(3); // one per epoch
+  // The progress bar and the throughput: full, with the totals of the ended run.
+  await expect(monitor.locator('.tfos-progress-bar')).toBeVisible();
+  await expect(monitor.locator('.tfos-throughput')).toContainText(
+    /epoch 3\/3 step 8\/8 \(100%\) · \d+ steps · [\d.]+ steps\/s · took /
+  );
   const text = await monitor.innerText();
   expect(text).toContain('finished');
   expect(text).toContain('training done on');
@@ -245,13 +275,61 @@ test('a training run shows in the runs sidebar and its TensorBoard draws the sca
   await expect(row.locator('xpath=following-sibling::li[1]')).toHaveClass(/tfos-mod-evaluation/); // beside its run
   await sidebar.screenshot({ path: path.join(SCREENSHOTS, 'sidebar.png') });
 
-  // A re-run into the same log directory: its TensorBoard shows its own curve only.
+  // A re-run into the same log directory. Its monitor: the progress bar and throughput while it
+  // trains, its own TensorBoard live, and a profile of both nodes from its Profile button.
   const firstId = (await row.getAttribute('data-run-id')) ?? '';
   await page.notebook.runCell(1);
   const rerun = async () => {
     const runs = (await (await page.request.get('/tfos-notebook/api/runs')).json()).runs;
     return runs.find((r: any) => r.name === RUN && r.run_id !== firstId);
   };
+  const rerunMonitor = outputs.locator('.widget-vbox').first();
+  await expect(rerunMonitor.locator('.tfos-throughput')).toContainText(
+    /epoch \d\/3 step \d\/8 .* steps\/s/,
+    {
+      timeout: 4 * MINUTE
+    }
+  );
+  await expect(rerunMonitor.locator('.tfos-progress-bar')).toBeVisible();
+  await rerunMonitor.getByRole('button', { name: 'Profile' }).click();
+  const monitorFrame = rerunMonitor.locator('iframe.tfos-tensorboard');
+  await monitorFrame.scrollIntoViewIfNeeded();
+  const monitorBoard = page
+    .frameLocator('.jp-Notebook iframe.tfos-tensorboard')
+    .frameLocator('iframe[title="TensorBoard"]');
+  await expect(
+    monitorBoard.locator('scalar-card', { hasText: 'a_live' }).locator('line-chart')
+  ).toBeVisible({ timeout: 4 * MINUTE });
+  const monitorLiveShown = Date.now();
+  await expect(rerunMonitor).toContainText(
+    /\[tfos\] profile \S+ of chief:0, worker:0 in the Profile tab of run ui_digits's TensorBoard/,
+    { timeout: 2 * MINUTE }
+  );
+  const session = /profile (\S+) of chief:0/.exec(await rerunMonitor.innerText())?.[1] ?? '';
+  await page.waitForTimeout(4000); // more live points in the monitor's TensorBoard
+  const monitorLatencies = latenciesAfter('monitor', monitorSeen, monitorLiveShown);
+  expect(monitorLatencies.length).toBeGreaterThanOrEqual(3);
+  expect(monitorLatencies[monitorLatencies.length - 1]).toBeLessThan(PANEL_LATENCY_MS);
+
+  // The Profile tab of the monitor's TensorBoard, through jupyter-server-proxy: the session, read
+  // by the plugin's own pages through the proxy; its hosts (the same API) are both nodes.
+  const profileTab = monitorBoard.getByRole('tab', { name: /profile/i });
+  await expect(profileTab).toBeVisible({ timeout: MINUTE }); // the live frame's reloads list it
+  await profileTab.click();
+  const xprof = monitorBoard.frameLocator('iframe[src*="profile"]');
+  await expect(xprof.locator('body')).toContainText(session, { timeout: 2 * MINUTE });
+  await expect(xprof.locator('body')).toContainText('Hosts', { timeout: MINUTE });
+  await expect(xprof.locator('body')).not.toContainText('Request failed');
+  await page.waitForTimeout(2000);
+  await monitorFrame.screenshot({ path: path.join(SCREENSHOTS, 'profile.png') });
+  const hosts = await page.request.get(
+    `${(await rerun()).tensorboard_url}data/plugin/profile/hosts?run=${session}&tag=trace_viewer`
+  );
+  const hostNames = JSON.stringify(await hosts.json());
+  console.log(`profile ${session} of the re-run: hosts ${hostNames}`);
+  expect(hostNames).toContain('chief_0');
+  expect(hostNames).toContain('worker_0');
+
   await expect
     .poll(async () => (await rerun())?.state, { timeout: 5 * MINUTE, intervals: [2000] })
     .toBe('finished');

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import pickle
 import time
+from dataclasses import asdict
 
 from ..wire import messages as m
 from ..wire.filetail import Chunk
@@ -27,6 +28,8 @@ from .events import (
     Log,
     MlflowCalled,
     ModelExported,
+    Pace,
+    ProfileCaptured,
     Registered,
     Step,
     SystemStats,
@@ -37,6 +40,14 @@ from .nodefindings import diagnose_failure
 from .noderecord import Conn, Hooks, NodeRecord
 
 log = logging.getLogger(__name__)
+
+
+def is_trace_of(relpath: str, node_dir: str) -> bool:
+    """Whether ``relpath`` is a profiler trace of the node whose directory is ``node_dir``:
+    ``plugins/profile/<session>/<node_dir>.xplane.pb``."""
+    parts = relpath.split("/")
+    return len(parts) == 4 and parts[:2] == ["plugins", "profile"] and parts[3] == f"{node_dir}.xplane.pb"
+
 
 BACKGROUND_ROLES = ("ps", "evaluator")
 
@@ -88,6 +99,14 @@ class Coordinator:
         with self.lock:
             targets = [nd.conn for nd in self.nodes
                        if nd.conn is not None and not nd.state.terminal and (roles is None or nd.role in roles)]
+        for conn in targets:
+            send_quietly(conn, msg)
+
+    def tell(self, names: list[str], msg: m.Message) -> None:
+        """Send ``msg`` to the registered nodes named ``names`` (``role:index``) that have not ended."""
+        with self.lock:
+            targets = [nd.conn for nd in self.nodes if nd.name in names and nd.conn is not None
+                       and not nd.state.terminal]
         for conn in targets:
             send_quietly(conn, msg)
 
@@ -148,6 +167,10 @@ class Coordinator:
             return MlflowCalled(self.run_id, metrics=msg.metrics, params=msg.params, tags=msg.tags, **who)
         if isinstance(msg, m.ModelExport):
             return ModelExported(self.run_id, path=msg.path, keras=msg.keras, **who)
+        if isinstance(msg, m.PaceReport):
+            return Pace(self.run_id, host=node.where, **who, **asdict(msg))
+        if isinstance(msg, m.ProfileDone):
+            return ProfileCaptured(self.run_id, session=msg.session, ok=msg.ok, detail=msg.detail, **who)
         return None
 
     def _register(self, conn: Conn, msg: m.Register) -> None:
@@ -240,9 +263,19 @@ class Coordinator:
 
     def _files(self, conn: Conn, node: NodeRecord, msg: m.Files) -> None:
         chunks = [Chunk(rel, off, data) for rel, off, data in msg.chunks]
-        gaps = self.hooks.files(node_dir_name(node.role, node.index), chunks)
+        node_dir = node_dir_name(node.role, node.index)
+        if msg.area == m.PROFILE_AREA:  # traces go under the root, each named by its node
+            wrong = [c.relpath for c in chunks if not is_trace_of(c.relpath, node_dir)]
+            if wrong:
+                raise ChannelError(f"{node.name} sent a profile file {wrong[0][:80]!r}, not one of its traces "
+                                   f"(plugins/profile/<session>/{node_dir}.xplane.pb)")
+            gaps = self.hooks.files("", chunks)
+        elif msg.area:
+            raise ChannelError(f"{node.name} sent files of an unknown area {msg.area[:40]!r}")
+        else:
+            gaps = self.hooks.files(node_dir, chunks)
         if gaps:
-            send_quietly(conn, m.FilesRewind(gaps))
+            send_quietly(conn, m.FilesRewind(gaps, msg.area))
 
     def unreachable(self, node: NodeRecord, secs: float) -> None:
         """``node`` has been silent for ``secs`` seconds: it is lost with its host (retryable), and

@@ -150,6 +150,52 @@ class Step(Event):
 
 
 @dataclass(frozen=True)
+class Pace(Event):
+    """How fast a node trains (``messages.PaceReport``, about once a second): over the last
+    ``secs`` seconds ``window_steps`` steps of ``step_secs`` each (median; 0: unknown),
+    ``window_examples`` examples, ``wait_secs`` waiting for fed data (``input_measured``: only
+    InputMode.SPARK's feed can tell); totals ``steps`` and ``examples``; how far it is, where known:
+    ``epoch`` (from 0) of ``epochs`` and ``epoch_step`` of ``epoch_steps``, or ``step`` of
+    ``total_steps`` (0: unknown)."""
+
+    task: int
+    role: str
+    index: int
+    host: str
+    steps: int
+    secs: float
+    window_steps: int
+    step_secs: float = 0.0
+    examples: int = 0
+    window_examples: int = 0
+    wait_secs: float = 0.0
+    input_measured: bool = False
+    step: int = 0
+    total_steps: int = 0
+    epoch: int = 0
+    epochs: int = 0
+    epoch_step: int = 0
+    epoch_steps: int = 0
+
+    @property
+    def name(self) -> str:
+        return f"{self.role}:{self.index}"
+
+
+@dataclass(frozen=True)
+class ProfileCaptured(Event):
+    """A node's profiler trace of ``session`` is in the run's TensorBoard mirror (``ok``), or the
+    node could not capture one (``detail`` says why)."""
+
+    task: int
+    role: str
+    index: int
+    session: str
+    ok: bool
+    detail: str = ""
+
+
+@dataclass(frozen=True)
 class FindingRaised(Event):
     """A diagnosis of why a launch cannot proceed, or of something that needs attention."""
 
@@ -248,9 +294,9 @@ def _deliver(callback: Callable[[Event], None], event: Event) -> None:
 class EventStream:
     """A thread-safe, replayable stream of events with subscribers.
 
-    State events are all kept; log lines are kept up to ``max_logs``, and steps, system samples
-    and relayed MLflow calls up to ``max_steps`` each (the oldest dropped), so a chatty run cannot
-    grow the driver's memory without bound.
+    State events are all kept; log lines are kept up to ``max_logs``, and steps (with the paces),
+    system samples and relayed MLflow calls up to ``max_steps`` each (the oldest dropped), so a
+    chatty run cannot grow the driver's memory without bound.
     Subscribers see every event as it is published; they are called on the publishing thread and
     must be quick; an exception in one is logged and cannot break the run.
     """
@@ -259,7 +305,7 @@ class EventStream:
         self._lock = threading.Lock()
         self._events: list[Event] = []
         self._logs: deque[Log] = deque(maxlen=max_logs)
-        self._steps: deque[Step] = deque(maxlen=max_steps)
+        self._steps: deque[Step | Pace] = deque(maxlen=max_steps)
         self._samples: deque[Event] = deque(maxlen=max_steps)  # SystemStats, MlflowCalled
         self._subscribers: list[Callable[[Event], None]] = []
         self._changed = threading.Condition(self._lock)
@@ -268,7 +314,7 @@ class EventStream:
         with self._lock:
             if isinstance(event, Log):
                 self._logs.append(event)
-            elif isinstance(event, Step):
+            elif isinstance(event, (Step, Pace)):  # a node's progress: bounded like steps
                 self._steps.append(event)
             elif isinstance(event, (SystemStats, MlflowCalled)):
                 self._samples.append(event)
@@ -300,8 +346,8 @@ class EventStream:
         with self._lock:
             if kind is Log:
                 return list(self._logs)
-            if kind is Step:
-                return list(self._steps)
+            if kind in (Step, Pace):
+                return [e for e in self._steps if isinstance(e, kind)]
             merged = self._merged()
         return [e for e in merged if kind is None or isinstance(e, kind)]
 

@@ -21,6 +21,7 @@ class Finding:
     remedy: str
     severity: str = BLOCKER
     estimated: bool = False  # rests on estimated figures (Spark Connect: no scheduler state to read)
+    subject: str = ""  # what it is about (a node), where its figures change while the news does not
 
     def describe(self, head: str = "", evidence: bool = True, sep: str = "\n    ") -> str:
         """The finding as text: ``head`` and the cause, then (with ``evidence``) each evidence line

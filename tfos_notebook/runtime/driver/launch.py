@@ -17,7 +17,7 @@ import threading
 import time
 import uuid
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...tracking.settings import resolve as resolve_tracking
 from ..wire import channel, tls
@@ -28,6 +28,7 @@ from .errors import ConfigError, PreflightError, RunStopped
 from .events import EventStream, FeedPlanned
 from .feed.api import SparkFeeding
 from .finding import blockers
+from .insight import Insight, Progress
 from .lifecycle import Lifecycle, RunState
 from .outcome import RunOutcome
 from .roles import plan_roles
@@ -36,6 +37,9 @@ from .storage import resolve_on_driver, run_log_dir
 from .supervised import FileSink
 from .supervisor import Supervisor
 from .watch import LiveDiagnosis
+
+if TYPE_CHECKING:
+    from .profiles import ProfileResult
 
 QUERY_GRACE_SECS = 300.0  # a failed run's control server answers its inference tasks this long (see release)
 
@@ -148,6 +152,7 @@ class Run(SparkFeeding, RunOutcome):
         self._lock = self.lifecycle.lock
         self.diagnosis = LiveDiagnosis(self.run_id, self.backend, self.events, self.roles,
                                       self.gpus_per_node, nodes_talk=not independent)
+        self.insight = Insight(self.events, self.diagnosis.publish)  # stragglers, input-bound nodes
         self._supervisor = Supervisor(self)
         self._file_sink: FileSink | None = None
         self._secret = channel.RunSecret(b"")
@@ -291,6 +296,33 @@ class Run(SparkFeeding, RunOutcome):
         if not self.lifecycle.done.wait(timeout):
             raise TimeoutError(f"run {self.name} did not stop within {timeout:.0f}s")
         self._supervisor.join()
+
+    # -- insight -------------------------------------------------------------------------------
+    def progress(self) -> Progress:
+        """How the run goes: each node's steps/s, examples/s, step time and share of time waiting
+        for fed data, and in total; how far it is and the ETA where the nodes say (Keras's epochs and
+        steps with ``ctx.callbacks()``, ``ctx.report(step, total=N)``); the totals once it ended."""
+        return self.insight.progress(ended=self.done)
+
+    def profile(self, seconds: float | None = None, steps: int | None = None,
+                nodes: list[str] | None = None) -> ProfileResult:
+        """Capture a TensorFlow profiler trace of the training on ``nodes`` (``["worker:0"]``;
+        default: every running node) for ``seconds`` seconds or ``steps`` steps, without stopping it,
+        into the Profile tab of the run's TensorBoard (which must be attached). Returns once every
+        trace is there (a :class:`~.profiles.ProfileResult`), within the capture's length and a few
+        seconds.
+
+        Raises:
+            ConfigError: at once, when the run is not running (it ended, or is still reserving), the
+                request is malformed, a node is unknown, or the run has no TensorBoard.
+        """
+        from .profiles import request_profile
+
+        return request_profile(self, seconds, steps, nodes)
+
+    def tell(self, nodes: list[str], msg: m.Message) -> None:
+        """Send ``msg`` to the running nodes named ``nodes`` (``role:index``)."""
+        self._supervisor.coord.tell(nodes, msg)
 
     # -- control channel -----------------------------------------------------------------------
     def _on_message(self, conn: channel.Connection, raw: dict) -> None:

@@ -1,22 +1,24 @@
 """The process that runs the user's function on a node.
 
 Started by the node as soon as its Spark task begins (``python -m tfos_notebook.runtime.node.child
-STATUS_FD NODE_PID RUN_ID TASK PORT_FD``), in a process group of its own with ``CUDA_VISIBLE_DEVICES`` already in
-its environment, so that interpreter start-up and imports overlap the reservation. A fed node
-(input mode ``spark``) first writes a line saying where to serve the data feed, which the child
-does at once, while the cluster still forms. When the cluster spec is known the node writes one
-JSON line to its stdin: the payload and result paths and the rest of the environment
+STATUS_FD NODE_PID RUN_ID TASK PORT_FD ORDERS_FD``), in a process group of its own with ``CUDA_VISIBLE_DEVICES``
+already in its environment, so that interpreter start-up and imports overlap the reservation. A fed
+node (input mode ``spark``) first writes a line saying where to serve the data feed, which the
+child does at once, while the cluster still forms. When the cluster spec is known the node writes
+one JSON line to its stdin: the payload and result paths and the rest of the environment
 (``TF_CONFIG``); an empty stdin means "not needed", and it exits. With ``release_port=False``,
 PORT_FD is a Unix socket on which the node hands over the socket holding the node's reserved port
 (``ctx.tmp_socket``; "-" otherwise). A fresh process per run means TensorFlow's collective state
 never leaks into the next run, and killing the group releases every GPU and port it held.
 
 It writes the outcome to RESULT (a pickled ``("ok", value_bytes, type_name)`` or ``("error", traceback)``),
-progress lines to STATUS_FD, and kills itself and its group if the node that started it dies.
+progress lines to STATUS_FD (``ctx.report``, its step timing, ``pace.py``), takes profile orders from
+ORDERS_FD (``profiler.py``), and kills itself and its group if the node that started it dies.
 """
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
 import pickle
@@ -25,6 +27,7 @@ import sys
 import threading
 import traceback
 
+from ..wire.paths import node_dir_name
 from ..wire.watchdog import watch_parent
 from .statuspipe import open_pipe
 
@@ -65,13 +68,17 @@ def receive_port(fd: int) -> socket.socket:
 
 def main(argv: list[str]) -> int:
     status_fd, node_pid = int(argv[1]), int(argv[2])
-    port_fd = int(argv[5]) if len(argv) > 5 and argv[5] != "-" else None
+    port_fd = int(argv[5]) if argv[5] != "-" else None
+    orders_fd = int(argv[6])
+    faulthandler.enable()  # a crash in native code (TensorFlow) leaves its Python stacks in the node's log
     threading.Thread(target=watch_parent, args=(node_pid,), daemon=True).start()
     status = open_pipe(status_fd)
     import cloudpickle  # imported while the cluster is still reserving
 
     from . import ctx as _ctx  # noqa: F401  (the payload's NodeContext)
     from . import taskcontext
+    from .pace import Pace
+    from .profiler import follow_orders
 
     order = _next_order()
     feed = unserved = None
@@ -85,6 +92,7 @@ def main(argv: list[str]) -> int:
         return 0
     payload_path, result_path = order["payload"], order["result"]
     os.environ.update(order["env"])
+    ctx = None
     try:
         if unserved is not None:
             raise unserved
@@ -95,7 +103,11 @@ def main(argv: list[str]) -> int:
         ctx._status = status
         if port_fd is not None:
             ctx.tmp_socket = receive_port(port_fd)
+        ctx._pace = Pace(status.send)
+        follow_orders(os.fdopen(orders_fd, "r"), ctx._pace, node_dir_name(ctx.job_name, ctx.task_index), status.send)
         ctx.mgr = feed
+        if feed is not None:  # how long the function waits for its data (the input-bound finding)
+            feed.pace = ctx._pace
         value = payload["main_fun"](payload["args"], ctx)
         _write_result(result_path, ("ok", cloudpickle.dumps(value), _type_name(value)))
         return 0
@@ -106,6 +118,8 @@ def main(argv: list[str]) -> int:
         _write_result(result_path, ("error", traceback.format_exc()))
         return 1
     finally:
+        if ctx is not None and ctx._pace is not None:
+            ctx._pace.close()  # the last window, while the status pipe is open
         sys.stdout.flush()
         sys.stderr.flush()
 

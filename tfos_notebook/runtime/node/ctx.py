@@ -88,6 +88,7 @@ class NodeContext:
     tmp_socket: Any = field(default=None, repr=False, compare=False)
     _status: Any = field(default=None, repr=False, compare=False)  # the child's statuspipe.StatusPipe
     _flusher: Any = field(default=None, repr=False, compare=False)
+    _pace: Any = field(default=None, repr=False, compare=False)  # pace.Pace, in the node's process
 
     @property
     def worker_num(self) -> int:
@@ -209,10 +210,17 @@ class NodeContext:
 
         return predict(feed_of(self), fn, batch_size, features)
 
-    def report(self, step: int, **metrics: float) -> None:
-        """Send training progress (step and scalar metrics such as ``loss``) to the driver's monitor."""
+    def report(self, step: int, *, total: int = 0, examples: int = 0, **metrics: float) -> None:
+        """Send training progress (step and scalar metrics such as ``loss``) to the driver's monitor.
+
+        The steps between two reports also give the node's steps/s; ``total`` (the steps this node
+        will run) gives the run's progress bar and ETA, ``examples`` (taken since the last report)
+        its examples/s. Keras users get all of it from :meth:`callbacks`.
+        """
         from ..wire.messages import StepReport
 
+        if self._pace is not None:
+            self._pace.reported(int(step), int(total), int(examples))
         self._emit(StepReport(int(step), {k: float(v) for k, v in metrics.items()}))
 
     def summary_writer(self, name: str = "", flush_secs: float = 1.0):
@@ -227,7 +235,8 @@ class NodeContext:
         return create_writer(logdir, self._flusher)
 
     def callbacks(self, tensorboard: bool = True, checkpoint: bool = True, progress: bool = True,
-                  backup: bool = True, flush_secs: float = 1.0, **tensorboard_args: Any) -> list:
+                  backup: bool = True, flush_secs: float = 1.0, timing: bool = True, batch_size: int = 0,
+                  **tensorboard_args: Any) -> list:
         """Keras callbacks wired to this run's directories, for ``model.fit(..., callbacks=ctx.callbacks())``.
 
         Args:
@@ -242,13 +251,20 @@ class NodeContext:
             backup: a Keras BackupAndRestore under ``ctx.model_dir/backup``, so that a run relaunched
                 after a lost node resumes ``fit`` from the last finished epoch; left out when the
                 model dir is not shared (``model_dir_shared``), as the nodes would resume unevenly.
+            timing: count the training's steps (the node reads the optimizer's step counter once a
+                second on a thread of its own: nothing runs per step) for the monitor's progress bar,
+                steps/s, ETA and the straggler finding, and for ``%tfos_profile --steps``.
+            batch_size: the examples this node takes per step (under a multi-worker strategy the
+                global batch divided by the number of workers), for examples/s, which the driver
+                sums over the nodes; fed data (InputMode.SPARK) is counted without it.
             tensorboard_args: passed to the Keras TensorBoard callback (``update_freq``,
                 ``histogram_freq``...).
         """
         from .summaries import keras_callbacks
 
         return keras_callbacks(self, tensorboard=tensorboard, checkpoint=checkpoint, progress=progress,
-                               backup=backup, flush_secs=flush_secs, **tensorboard_args)
+                               backup=backup, flush_secs=flush_secs, timing=timing, batch_size=batch_size,
+                               **tensorboard_args)
 
     def restore(self, checkpoint) -> str | None:
         """Restore ``checkpoint`` (a ``tf.train.Checkpoint``) from the newest checkpoint in
@@ -272,6 +288,7 @@ class NodeContext:
         state["_status"] = None
         state["_flusher"] = None
         state["tmp_socket"] = None
+        state["_pace"] = None
         return state
 
 

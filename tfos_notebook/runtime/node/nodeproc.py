@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..wire import channel
@@ -25,6 +26,7 @@ from .mlflowrelay import relay_env
 if TYPE_CHECKING:
     from ..wire.plan import NodePlan
     from .feed.localfeed import LocalFeed
+    from .logship import LogShipper
 
 log = logging.getLogger(__name__)
 
@@ -81,12 +83,13 @@ def pump_lines(stream, name: str, fwd: Forwarder) -> None:
     stream.close()
 
 
-STATUS_MESSAGES = (m.StepReport, m.FeedServing, m.FeedReport, m.MlflowCalls, m.ModelExport)
+STATUS_MESSAGES = (m.StepReport, m.FeedServing, m.FeedReport, m.PaceReport, m.ProfileDone, m.MlflowCalls, m.ModelExport)
 
 
-def pump_status(stream, fwd: Forwarder, local_feed: LocalFeed | None) -> None:
-    """Forward the child's status lines (progress, feed reports, relayed MLflow calls, the
-    exported model) as typed messages."""
+def pump_status(stream, fwd: Forwarder, local_feed: LocalFeed | None, drain: Callable[[str], None]) -> None:
+    """Forward the child's status lines (progress, step timing, feed reports, profiles, relayed
+    MLflow calls, the exported model) as typed messages; a profile's trace is shipped (``drain``
+    of its area) before the message that says it is there."""
     for raw in iter(stream.readline, b""):
         try:
             msg = m.from_json(raw)
@@ -96,6 +99,8 @@ def pump_status(stream, fwd: Forwarder, local_feed: LocalFeed | None) -> None:
         if isinstance(msg, STATUS_MESSAGES):
             if isinstance(msg, m.FeedServing) and local_feed is not None:
                 local_feed.serving(msg.host, msg.port)
+            if isinstance(msg, m.ProfileDone):
+                drain(m.PROFILE_AREA)
             fwd.put(msg)
         else:
             log.warning("the node's process sent %r on its status pipe; ignored", msg.TYPE)
@@ -106,17 +111,24 @@ class ChildOutput:
     """The child's stdout and stderr lines and status reports, carried to the driver through a
     :class:`Forwarder` from the node's registration on (the data feed may be reported before the
     cluster is formed); a status report that the node's data feed listens also reaches
-    ``local_feed``. :meth:`close` waits for the pumps (bounded) and flushes what they read."""
+    ``local_feed``. Once the function runs, ``shipper`` ships the node's files (a profile's trace
+    before the report that it is done). :meth:`close` waits for the pumps (bounded) and flushes
+    what they read."""
 
     def __init__(self, proc: subprocess.Popen, status_r: int, conn: channel.Connection,
                  local_feed: LocalFeed | None) -> None:
         self.fwd = Forwarder(conn)
+        self.shipper: LogShipper | None = None
         self.pumps = [threading.Thread(target=pump_lines, args=(proc.stdout, "stdout", self.fwd), daemon=True),
                       threading.Thread(target=pump_lines, args=(proc.stderr, "stderr", self.fwd), daemon=True),
-                      threading.Thread(target=pump_status, args=(os.fdopen(status_r, "rb"), self.fwd, local_feed),
+                      threading.Thread(target=pump_status, args=(os.fdopen(status_r, "rb"), self.fwd, local_feed, self._drain),
                                        daemon=True)]
         for t in self.pumps:
             t.start()
+
+    def _drain(self, area: str) -> None:
+        if self.shipper is not None:
+            self.shipper.drain(area)
 
     def close(self, timeout: float = 5.0) -> None:
         for t in self.pumps:
@@ -173,27 +185,56 @@ def _installed_pyspark(pythonpath: list[str]) -> bool:
     return all(PathFinder.find_spec(name, folders) is not None for name in ("pyspark", "py4j"))
 
 
+class ChildOrders:
+    """The node's pipe to its child's profile orders (``profiler.follow_orders`` reads them)."""
+
+    def __init__(self, fd: int) -> None:
+        self._file = os.fdopen(fd, "w", buffering=1)
+        self._lock = threading.Lock()
+
+    def send(self, order: dict) -> bool:
+        """Write one order; False when the child is gone."""
+        import json
+
+        with self._lock:
+            try:
+                self._file.write(json.dumps(order) + "\n")
+                return True
+            except (OSError, ValueError):  # the child ended (or the pipe was closed)
+                return False
+
+    def close(self) -> None:
+        with self._lock:
+            try:
+                self._file.close()
+            except OSError as e:  # the child ended with an order unread
+                log.debug("profile orders pipe: %s", e)
+
+
 def spawn_child(plan: NodePlan, task: int, devices: list[str],
-                workdir: str) -> tuple[subprocess.Popen, int, socket.socket | None]:
+                workdir: str) -> tuple[subprocess.Popen, int, socket.socket | None, ChildOrders]:
     """Start the node's child process, seeing the GPUs ``devices`` (``CUDA_VISIBLE_DEVICES``
-    entries); returns it, the read end of its status pipe, and (with ``release_port=False``) the
-    node's end of the Unix socket that hands it the reserved port."""
+    entries); returns it, the read end of its status pipe, (with ``release_port=False``) the
+    node's end of the Unix socket that hands it the reserved port, and the pipe that carries
+    profile orders to it."""
     status_r, status_w = os.pipe()
+    orders_r, orders_w = os.pipe()
     handoff = child_end = None
-    pass_fds = [status_w]
+    pass_fds = [status_w, orders_r]
     if not plan.release_port:
         handoff, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         pass_fds.append(child_end.fileno())
     proc = subprocess.Popen(
         [sys.executable, "-m", "tfos_notebook.runtime.node.child", str(status_w), str(os.getpid()), plan.run_id,
-         str(task), str(child_end.fileno()) if child_end is not None else "-"],
+         str(task), str(child_end.fileno()) if child_end is not None else "-", str(orders_r)],
         env=_child_env(plan, task, devices), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         pass_fds=tuple(pass_fds), start_new_session=True, cwd=workdir,
     )
     os.close(status_w)
+    os.close(orders_r)
     if child_end is not None:
         child_end.close()
-    return proc, status_r, handoff
+    return proc, status_r, handoff, ChildOrders(orders_w)
 
 
 def hand_over_port(handoff: socket.socket, reservation: socket.socket) -> None:

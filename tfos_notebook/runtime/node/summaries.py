@@ -137,10 +137,36 @@ class ReportProgress(tf.keras.callbacks.Callback):
         self.ctx.report(epoch + 1, **metrics)
 
 
+class StepTimer(tf.keras.callbacks.Callback):
+    """Times the training for the node's :class:`~.pace.Pace` at no cost per step.
+
+    It has no batch hook (with one, Keras calls every callback at every step): the pace's own
+    thread reads the optimizer's step counter (``optimizer.iterations``, public in tf-keras and
+    Keras 3) once a second; the epochs come from ``on_epoch_begin``.
+    """
+
+    def __init__(self, pace, batch_size: int = 0) -> None:
+        super().__init__()
+        self.pace, self.batch_size = pace, batch_size
+
+    def on_train_begin(self, logs=None) -> None:
+        iterations = self.model.optimizer.iterations
+        self.pace.count(lambda: int(iterations.numpy()), self.batch_size)
+
+    def on_epoch_begin(self, epoch, logs=None) -> None:
+        self.pace.epoch(epoch, int(self.params.get("epochs") or 0), int(self.params.get("steps") or 0))
+
+    def on_train_end(self, logs=None) -> None:
+        self.pace.count(None)
+
+
 def keras_callbacks(ctx, tensorboard: bool = True, checkpoint: bool = True, progress: bool = True,
-                    backup: bool = True, flush_secs: float = 1.0, **tensorboard_args: Any) -> list:
+                    backup: bool = True, flush_secs: float = 1.0, timing: bool = True, batch_size: int = 0,
+                    **tensorboard_args: Any) -> list:
     """See ``NodeContext.callbacks``."""
     callbacks: list = []
+    if timing and ctx._pace is not None:
+        callbacks.append(StepTimer(ctx._pace, batch_size))
     if backup and ctx.model_dir and ctx.model_dir_shared:
         callbacks.append(tf.keras.callbacks.BackupAndRestore(f"{ctx.model_dir.rstrip('/')}/backup"))
     if tensorboard:

@@ -36,7 +36,7 @@ from .feed.localfeed import LocalFeed
 from .gpusampler import GpuSampler, SystemSampler
 from .logship import LogShipper
 from .nodelink import Orders, read_result, report_leftovers, result_message
-from .nodeproc import ChildOutput, hand_over_port, serve_feed, spawn_child
+from .nodeproc import ChildOrders, ChildOutput, hand_over_port, serve_feed, spawn_child
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ def run_node(plan: NodePlan, task: int, gpus: list[str], local_feed: LocalFeed |
     # the devices the node's process sees: Spark's addresses, or what they index in an inherited list
     devices = visible_devices(gpus, os.environ.get("CUDA_VISIBLE_DEVICES"))
     workdir = tempfile.mkdtemp(prefix=f"tfos-{plan.run_id}-{task}-")
-    proc, status_r, handoff = spawn_child(plan, task, devices, workdir)  # starts up while the cluster reserves
+    proc, status_r, handoff, child_orders = spawn_child(plan, task, devices, workdir)  # starts up while the cluster reserves
     pid_file = os.path.join(pid_dir(), f"{plan.run_id}-{task}.json")
     conn = orders = output = None
     try:
@@ -152,8 +152,8 @@ def run_node(plan: NodePlan, task: int, gpus: list[str], local_feed: LocalFeed |
         started.set()
         samplers = [GpuSampler(conn, devices).start(), *([SystemSampler(conn).start()] if plan.mlflow else [])]
         try:
-            return _supervise(plan, task, proc, output, result_path, orders, log_dir if ship_logs else None, reporter,
-                              ended)
+            return _supervise(plan, task, proc, output, child_orders, result_path, orders,
+                              log_dir if ship_logs else None, os.path.join(workdir, "profile"), reporter, ended)
         finally:
             for sampler in samplers:
                 sampler.stop()
@@ -165,6 +165,7 @@ def run_node(plan: NodePlan, task: int, gpus: list[str], local_feed: LocalFeed |
             os.close(status_r)
         if handoff is not None:
             handoff.close()
+        child_orders.close()
         try:
             os.remove(pid_file)
         except OSError as e:
@@ -176,12 +177,16 @@ def run_node(plan: NodePlan, task: int, gpus: list[str], local_feed: LocalFeed |
             orders.join()  # its threads end with the connection
 
 
-def _supervise(plan: NodePlan, task: int, proc: subprocess.Popen, output: ChildOutput, result_path: str,
-               orders: Orders, ship_dir: str | None, reporter: threading.Thread, ended: threading.Event) -> dict:
-    """Forward the child's output, progress and (from ``ship_dir``) event files, obey stop, and
-    report its outcome (setting ``ended`` once the child's process ended)."""
+def _supervise(plan: NodePlan, task: int, proc: subprocess.Popen, output: ChildOutput, child_orders: ChildOrders,
+               result_path: str, orders: Orders, ship_dir: str | None, profile_dir: str,
+               reporter: threading.Thread, ended: threading.Event) -> dict:
+    """Forward the child's output, progress, (from ``ship_dir``) event files and profiles, obey
+    stop and profile orders, and report its outcome (setting ``ended`` once the child's process
+    ended)."""
     conn = orders.conn
-    shipper = LogShipper(conn, ship_dir).start() if ship_dir else None
+    os.makedirs(profile_dir, exist_ok=True)
+    shipper = LogShipper(conn, {m.PROFILE_AREA: profile_dir, **({"": ship_dir} if ship_dir else {})}).start()
+    output.shipper = shipper  # a profile's trace is shipped before the message that says it is there
     stopped = threading.Event()
 
     def listen() -> None:  # the driver may tell this node to stop at any time
@@ -190,8 +195,12 @@ def _supervise(plan: NodePlan, task: int, proc: subprocess.Popen, output: ChildO
                 stopped.set()
                 kill_process_group(proc, plan.stop_grace_secs)
                 return
-            if isinstance(msg, (m.FilesResend, m.FilesRewind)) and shipper is not None:
+            if isinstance(msg, (m.FilesResend, m.FilesRewind)):
                 shipper.on_message(msg)
+            elif isinstance(msg, m.Profile):
+                order = {"session": msg.session, "seconds": msg.seconds, "steps": msg.steps, "dir": profile_dir}
+                if not child_orders.send(order):
+                    output.fwd.put(m.ProfileDone(msg.session, False, "the node's process has ended"))
         if proc.poll() is None:  # lost the driver: do not train on alone
             stopped.set()
             kill_process_group(proc, plan.stop_grace_secs)
@@ -210,8 +219,7 @@ def _supervise(plan: NodePlan, task: int, proc: subprocess.Popen, output: ChildO
     ended.set()
     watcher.join()
     output.close()  # every output line reaches the driver before the result
-    if shipper is not None:
-        shipper.close()  # every event-file byte reaches the driver before the result
+    shipper.close()  # every event-file byte reaches the driver before the result
     msg = result_message(read_result(result_path), exit_code, stopped.is_set())
     reporter.join(10)  # the leftover report goes out before the result closes the node's account
     try:

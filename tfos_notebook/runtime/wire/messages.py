@@ -123,13 +123,64 @@ class FeedReport(Message):
               "terminated": c.boolean}
 
 
+#: ``Files.area`` of a node's profiler traces: relpaths ``plugins/profile/<session>/<node>.xplane.pb``
+#: under the run's TensorBoard root (the node's log files have area "", under the node's own directory).
+PROFILE_AREA = "profile"
+
+
 @_message
 class Files(Message):
-    """New bytes of files in the node's own log directory: ``(relpath, offset, data)``."""
+    """New bytes of files shipped by the node: ``(relpath, offset, data)`` under its own log
+    directory (``area`` "") or its profiler traces (``area`` ``PROFILE_AREA``)."""
 
     TYPE = "files"
     chunks: tuple[tuple[str, int, bytes], ...]
-    CHECKS = {"chunks": c.seq(c.fixed(c.string, c.offset, c.blob))}
+    area: str = ""
+    CHECKS = {"chunks": c.seq(c.fixed(c.string, c.offset, c.blob)), "area": c.string}
+
+
+@_message
+class PaceReport(Message):
+    """How fast the node trains, measured in its process and sent about once a second.
+
+    ``steps`` and ``examples`` count since the function started; over the last ``secs`` seconds it
+    ran ``window_steps`` steps of ``step_secs`` each (the median; 0: unknown), took
+    ``window_examples`` examples and waited ``wait_secs`` for the next batch from the feed
+    (``input_measured``: only the feed of InputMode.SPARK can tell). ``epoch`` (from 0) of
+    ``epochs`` and ``epoch_step`` of ``epoch_steps``, or ``step`` of ``total_steps``, say how far
+    it is where Keras or ``ctx.report`` tells (0: unknown)."""
+
+    TYPE = "pace"
+    steps: int
+    secs: float
+    window_steps: int
+    step_secs: float = 0.0
+    examples: int = 0
+    window_examples: int = 0
+    wait_secs: float = 0.0
+    input_measured: bool = False
+    step: int = 0
+    total_steps: int = 0
+    epoch: int = 0
+    epochs: int = 0
+    epoch_step: int = 0
+    epoch_steps: int = 0
+    CHECKS = {"steps": c.offset, "secs": c.number, "window_steps": c.offset, "step_secs": c.number,
+              "examples": c.offset, "window_examples": c.offset, "wait_secs": c.number,
+              "input_measured": c.boolean, "step": c.integer, "total_steps": c.offset, "epoch": c.offset,
+              "epochs": c.offset, "epoch_step": c.offset, "epoch_steps": c.offset}
+
+
+@_message
+class ProfileDone(Message):
+    """The node captured a profiler trace for ``session`` (``ok``; its bytes were shipped before
+    this message, in ``PROFILE_AREA``) or could not (``detail`` says why)."""
+
+    TYPE = "profile_done"
+    session: str
+    ok: bool
+    detail: str = ""
+    CHECKS = {"session": c.string, "ok": c.boolean, "detail": c.string}
 
 
 LEFTOVER_FIELDS: dict[str, Check] = {"host": c.string, "pid": c.integer, "run_id": c.string, "task": c.string,
@@ -275,6 +326,18 @@ class Stop(Message):
 
 
 @_message
+class Profile(Message):
+    """Capture a TensorFlow profiler trace of the running function for ``seconds`` or, when
+    ``steps`` > 0, for that many training steps; name it ``session`` (see ``ProfileDone``)."""
+
+    TYPE = "profile"
+    session: str
+    seconds: float = 0.0
+    steps: int = 0
+    CHECKS = {"session": c.string, "seconds": c.number, "steps": c.offset}
+
+
+@_message
 class FilesResend(Message):
     """A mirror was attached: send every file again from the start."""
 
@@ -287,7 +350,8 @@ class FilesRewind(Message):
 
     TYPE = "files_rewind"
     files: dict[str, int]
-    CHECKS = {"files": c.mapping(c.string, c.offset)}
+    area: str = ""
+    CHECKS = {"files": c.mapping(c.string, c.offset), "area": c.string}
 
 
 # -- encoding ----------------------------------------------------------------------------------

@@ -92,6 +92,7 @@ class FeedServer:
     def __init__(self, secret: channel.Secret, host: str, buffer_bytes: int) -> None:
         self.secret, self.host, self.buffer_bytes = secret, host, buffer_bytes
         self.queue: FeedQueue | None = None
+        self.pace = None  # the node's pace.Pace, set in its process
         self.ended = False
         self._server: channel.ControlServer | None = None
 
@@ -269,7 +270,11 @@ class FeedServer:
              timeout: float | None = None) -> tuple[list[Piece], str]:
         """Up to ``n`` rows (see :meth:`FeedQueue.take`); inference rows are remembered so that
         :meth:`send_results` can route each result to the task that sent its row."""
+        if self.pace is not None:  # how long the function waits for its data (the input-bound finding)
+            self.pace.taking()
         pieces, why = self.queue.take(n, epoch=epoch, partition=partition, timeout=timeout)
+        if self.pace is not None:
+            self.pace.fed(sum(p.rows for p in pieces))
         owed = [p for p in pieces if p.chunk.source is not None]
         if owed:
             with self._pending_lock:

@@ -1,0 +1,92 @@
+"""P8: what the step timing costs the training it measures.
+
+One real node on local Spark trains tf-keras on the digits data; inside that one run it alternates
+``model.fit`` passes of ``--steps`` steps with the step timing on (``ctx.callbacks()``'s
+``StepTimer``, whose sums go to the driver once a second) and off (no callback), ``--rounds`` of
+each after a warm-up pass, and times every pass with its own clock. The anchor is the same run's
+passes without timing. Prints the median step time of each, their ratio, and how many ``Pace``
+reports the driver received.
+
+    python bench/step_timing.py [--rounds 15] [--steps 300] [--batch 64] [--width 256]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+
+def alternate(args, ctx):
+    """The node: a warm-up pass, then ``rounds`` pairs of passes, timing on and off in turn (which
+    goes first alternates too). Returns the seconds per step of each pass."""
+    import time
+
+    import tensorflow as tf
+
+    from tfos_notebook.examples.digits import load_digits_split
+
+    x, y, _, _ = load_digits_split()
+    data = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(args["batch"]).prefetch(2)
+    model = tf.keras.Sequential([tf.keras.layers.Input((64,)), tf.keras.layers.Dense(args["width"], activation="relu"),
+                                 tf.keras.layers.Dense(args["width"], activation="relu"), tf.keras.layers.Dense(10)])
+    model.compile(optimizer="adam", loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    timer = ctx.callbacks(tensorboard=False, checkpoint=False, progress=False, backup=False,
+                          batch_size=args["batch"])
+    assert [type(c).__name__ for c in timer] == ["StepTimer"]
+
+    def one_pass(callbacks) -> float:
+        began = time.perf_counter()
+        model.fit(data, epochs=1, steps_per_epoch=args["steps"], verbose=0, callbacks=callbacks)
+        return (time.perf_counter() - began) / args["steps"]
+
+    one_pass(timer)  # warm-up: tracing, the first steps
+    one_pass([])
+    on, off = [], []
+    for i in range(args["rounds"]):
+        order = ((on, timer), (off, [])) if i % 2 == 0 else ((off, []), (on, timer))
+        for into, callbacks in order:
+            into.append(one_pass(callbacks))
+    return {"on": on, "off": off}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--width", type=int, default=256)
+    a = parser.parse_args()
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    from tfos_notebook import Run
+    from tfos_notebook.runtime.driver.events import Pace
+
+    spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
+             .config("spark.driver.host", "127.0.0.1").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    print(f"uptime: {os.getloadavg()}")
+    run = Run(spark, alternate, vars(a), 1, env={"TF_CPP_MIN_LOG_LEVEL": "2"}).start()
+    result = run.wait(1800)
+    on, off = statistics.median(result["on"]), statistics.median(result["off"])
+    paces = len(run.events.events(Pace))
+    print(f"uptime: {os.getloadavg()}")
+    print(f"\nP8 step timing: {a.rounds} passes of {a.steps} steps each way, batch {a.batch}, "
+          f"2 x Dense({a.width}), one node on local[1]")
+    print(f"{'':<28}{'median ms/step':>16}{'min':>10}{'max':>10}")
+    for label, values in (("timing off (anchor)", result["off"]), ("timing on", result["on"])):
+        print(f"{label:<28}{statistics.median(values) * 1e3:>16.3f}{min(values) * 1e3:>10.3f}"
+              f"{max(values) * 1e3:>10.3f}")
+    print(f"ratio on/off: {on / off:.4f} ({(on / off - 1) * 100:+.2f}%); Pace reports received: {paces}")
+    time.sleep(0.1)
+
+
+if __name__ == "__main__":
+    main()

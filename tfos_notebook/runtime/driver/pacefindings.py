@@ -1,0 +1,98 @@
+"""Findings about how the nodes train, from their step timing: a straggler (one node's steps take
+well longer than the others') and an input-bound node (it spends much of its time waiting for the
+next batch of fed data). Pure functions of the nodes' recent ``Pace`` reports, like ``diagnose``.
+
+What can be told, and what cannot: step times come from the nodes' own clocks (Keras's batches
+with ``ctx.callbacks()``, or the steps between two ``ctx.report`` calls). Under a synchronous
+strategy (MultiWorkerMirroredStrategy) every step ends with an all-reduce, so the other nodes wait
+for a slow one inside their own step and all show the same step time: no node stands out, and the
+Profile tab's per-node traces show who waits. The wait for data is measured only where this
+project feeds the data (InputMode.SPARK: ``ctx.dataset``, ``DataFeed.next_batch``); a node that
+reads its own data (InputMode.TENSORFLOW) waits inside ``tf.data``, which only the profiler's
+input-pipeline analysis sees.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .finding import WARNING, Finding
+
+WINDOW_REPORTS = 10  # the reports (about one a second) a finding looks at
+MIN_REPORTS = 5  # reports a node needs in that window before it is judged
+STRAGGLER_RATIO = 1.5  # a node whose median step time is this many times the others' median
+INPUT_BOUND_SHARE = 0.5  # a node that waits for fed data this share of its time or more
+
+
+@dataclass(frozen=True)
+class NodeWindow:
+    """A node (``role:index`` on ``host``) and its recent ``Pace`` reports, oldest first."""
+
+    name: str
+    host: str
+    reports: tuple[Any, ...]  # events.Pace
+
+
+def _ms(secs: float) -> str:
+    return f"{secs * 1000:.0f} ms" if secs < 10 else f"{secs:.1f} s"
+
+
+def _median_step(w: NodeWindow) -> float | None:
+    timed = [p.step_secs for p in w.reports if p.step_secs > 0]
+    return statistics.median(timed) if len(timed) >= MIN_REPORTS else None
+
+
+def straggler_findings(windows: Sequence[NodeWindow]) -> list[Finding]:
+    """A warning per node whose median step time over its recent reports is at least
+    ``STRAGGLER_RATIO`` times the median of the other nodes' (at least two nodes timed)."""
+    medians = {w.name: m for w in windows if (m := _median_step(w)) is not None}
+    if len(medians) < 2:
+        return []
+    findings = []
+    for w in windows:
+        mine = medians.get(w.name)
+        others = [m for name, m in medians.items() if name != w.name]
+        if mine is None or not others:
+            continue
+        typical = statistics.median(others)
+        if typical > 0 and mine >= STRAGGLER_RATIO * typical:
+            findings.append(Finding(
+                "straggler",
+                f"{w.name} on {w.host} is a straggler: its steps take {_ms(mine)}, {mine / typical:.1f}x the "
+                f"other nodes' {_ms(typical)}",
+                tuple(f"{x.name} on {x.host}: median step {_ms(medians[x.name])} over its last "
+                      f"{len(x.reports)} reports" for x in windows if x.name in medians),
+                f"see what else runs on {w.host} (another job or run, a slower or busier CPU or GPU) and whether "
+                f"{w.name} gets more data than the others; its trace shows where the time goes: "
+                f"%tfos_profile RUN --nodes {w.name}",
+                WARNING, subject=w.name))
+    return findings
+
+
+def input_bound_findings(windows: Sequence[NodeWindow]) -> list[Finding]:
+    """A warning per fed node that waited for its data ``INPUT_BOUND_SHARE`` of its recent time or more."""
+    findings = []
+    for w in windows:
+        fed = [p for p in w.reports if p.input_measured]
+        if len(fed) < MIN_REPORTS:
+            continue
+        secs, wait = sum(p.secs for p in fed), sum(p.wait_secs for p in fed)
+        share = min(1.0, wait / secs) if secs else 0.0
+        if share < INPUT_BOUND_SHARE:
+            continue
+        steps = sum(p.window_steps for p in fed)
+        findings.append(Finding(
+            "input_bound",
+            f"{w.name} on {w.host} is input-bound: it spends {share:.0%} of its time waiting for the next batch "
+            "from Spark",
+            (f"{w.name}: waited {wait:.1f} s of the last {secs:.1f} s for fed data, "
+             f"{steps / secs:.1f} steps/s",),
+            "feed it faster: cache or persist the DataFrame (df.cache(), then an action such as df.count()) when "
+            "an expensive transformation (a Python UDF, a join, a file scan) computes it again on every epoch; "
+            "give it more partitions (df.repartition(n)) so that more Spark tasks compute it; let the node "
+            "prefetch more batches (ctx.dataset(..., prefetch=8)); or take bigger batches",
+            WARNING, subject=w.name))
+    return findings
