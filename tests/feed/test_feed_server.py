@@ -145,7 +145,7 @@ def test_a_fed_nodes_child_serves_its_data_feed_before_it_is_told_to_go(tmp_path
 
     secret = channel.RunSecret(SECRET, new_identity() if tls else None)
     plan = NodePlan("r-early", "127.0.0.1", 1, secret, None, None, [("chief", 0)], "file:///", str(tmp_path))
-    proc, status_r, _ = spawn_child(plan, 0, [], str(tmp_path))
+    proc, status_r, _, _ = spawn_child(plan, 0, [], str(tmp_path))
     with open(status_r, "rb") as status:
         serve_feed(proc, secret, "127.0.0.1", 1 << 20)
         serving = m.from_json(status.readline())

@@ -65,6 +65,12 @@ def child_processes(run_id: str) -> list[psutil.Process]:
     return found
 
 
+def child_task(proc: psutil.Process) -> int:
+    """The task number of a node's child process (``... child STATUS_FD NODE_PID RUN_ID TASK ...``)."""
+    cmd = proc.cmdline()
+    return int(cmd[cmd.index("tfos_notebook.runtime.node.child") + 4])
+
+
 def wait_until(predicate, timeout: float = 120.0, every: float = 0.1) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
