@@ -111,7 +111,7 @@ def _wait_ready(run: Run, timeout: float = 60) -> None:
 
 
 def _kill_worker_child(run: Run, timeout: float = 30) -> None:
-    """SIGKILL worker 0's training process (its child's last argument is its task number)."""
+    """SIGKILL worker 0's training process (task 1: its child's fourth argument)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for p in psutil.process_iter(["pid", "cmdline"]):

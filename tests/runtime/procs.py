@@ -18,6 +18,12 @@ def child_processes(run_id: str) -> list[psutil.Process]:
     return found
 
 
+def child_task(proc: psutil.Process) -> int:
+    """The task number of a node's child process (``... child STATUS_FD NODE_PID RUN_ID TASK ...``)."""
+    cmd = proc.cmdline()
+    return int(cmd[cmd.index("tfos_notebook.runtime.node.child") + 4])
+
+
 def eventually(predicate, timeout: float = 15.0) -> bool:
     """Whether ``predicate()`` becomes true within ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
