@@ -116,7 +116,7 @@ def _kill_worker_child(run: Run, timeout: float = 30) -> None:
     while time.monotonic() < deadline:
         for p in psutil.process_iter(["pid", "cmdline"]):
             cmd = p.info["cmdline"] or []
-            if CHILD in " ".join(cmd) and run.run_id in " ".join(cmd) and cmd[-1] == "1":
+            if CHILD in cmd and run.run_id in cmd and cmd[cmd.index(CHILD) + 4] == "1":
                 os.kill(p.pid, signal.SIGKILL)
                 return
         time.sleep(0.05)
