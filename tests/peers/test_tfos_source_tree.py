@@ -1,8 +1,9 @@
 """TensorFlowOnSpark's own Keras MNIST examples and its own unittest files, read from the source
 tree ``TFOS_SOURCE_TREE`` names, run against this package with only their import lines changed
-(``tensorflowonspark`` -> ``tfos_notebook``): the examples with ``spark-submit`` on its layout (the
-session's standalone cluster, 2 executors x 1 core) and on local[3], the tests with the environment
-its ``tests/test.py`` asks for. Skipped, with the reason, when the variable is not set (the tree is
+(``tensorflowonspark`` -> ``tfos_notebook``): the examples with ``spark-submit`` on its layout (a
+standalone cluster of 2 workers x 1 core, as TensorFlowOnSpark's own CI runs them) and on local[3],
+the tests with the environment its ``tests/test.py`` asks for, on that cluster: they take every core
+a worker offers and count one per worker (``SPARK_WORKER_INSTANCES``). Skipped, with the reason, when the variable is not set (the tree is
 not on PyPI, and this project keeps no copy of it)."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tfos_notebook.devcluster import StandaloneCluster
 from tfos_notebook.examples.mnist_files import write_mnist_files
 
 from .tfos_tree import SKIP_REASON, SOURCE_TREE, copy_changed, empty_jar, run_tests, submit
@@ -41,6 +43,14 @@ def mnist(tmp_path_factory, spark_slot) -> dict[str, str]:
     one_hot = write_mnist_files(spark, str(root / "one_hot"), repeat=40, partitions=4, one_hot=True, formats=("tfr",))
     spark_slot.stop()  # the examples start their own SparkContext
     return {**files, "tfr-one-hot/train": one_hot["tfr/train"]}
+
+
+@pytest.fixture(scope="module")
+def tfos_cluster():
+    """TensorFlowOnSpark's layout: 2 workers x 1 core, no GPUs."""
+    cluster = StandaloneCluster(workers=2, cores=1, gpus_per_worker=0).start()
+    yield cluster
+    cluster.stop()
 
 
 @pytest.fixture(scope="module")
@@ -71,48 +81,48 @@ def run_example(name: str, args: list[str], layout: str, cluster, spark_slot, pr
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_mnist_spark_example_trains_and_exports(layout, standalone_cluster, spark_slot, programs, mnist, tmp_path):
+def test_mnist_spark_example_trains_and_exports(layout, tfos_cluster, spark_slot, programs, mnist, tmp_path):
     run_example("mnist_spark", ["--cluster_size", "2", "--images_labels", mnist["csv/train"], "--epochs", "1",
                                 "--model_dir", str(tmp_path / "model"), "--export_dir", str(tmp_path / "export")],
-                layout, standalone_cluster, spark_slot, programs, tmp_path)
+                layout, tfos_cluster, spark_slot, programs, tmp_path)
     assert (tmp_path / "export" / "saved_model.pb").exists()
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_mnist_tf_ds_example_reads_tfrecords_itself(layout, standalone_cluster, spark_slot, programs, mnist,
+def test_mnist_tf_ds_example_reads_tfrecords_itself(layout, tfos_cluster, spark_slot, programs, mnist,
                                                     tmp_path):
     run_example("mnist_tf_ds", ["--cluster_size", "2", "--images_labels", mnist["tfr-one-hot/train"] + "/part-r-*",
                                 "--data_format", "tfos", "--epochs", "1", "--model_dir", str(tmp_path / "model"),
                                 "--export_dir", str(tmp_path / "export")],
-                layout, standalone_cluster, spark_slot, programs, tmp_path)
+                layout, tfos_cluster, spark_slot, programs, tmp_path)
     assert (tmp_path / "export" / "saved_model.pb").exists()
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("fmt", ["csv", "tfr"])
-def test_mnist_pipeline_example_trains_then_predicts(fmt, layout, standalone_cluster, spark_slot, programs, mnist,
+def test_mnist_pipeline_example_trains_then_predicts(fmt, layout, tfos_cluster, spark_slot, programs, mnist,
                                                      tmp_path):
     export, output = str(tmp_path / "export"), str(tmp_path / "predictions")
     run_example("mnist_pipeline", ["--cluster_size", "2", "--images_labels", mnist[f"{fmt}/train"], "--format", fmt,
                                    "--mode", "train", "--epochs", "1", "--model_dir", str(tmp_path / "model"),
-                                   "--export_dir", export], layout, standalone_cluster, spark_slot, programs, tmp_path)
+                                   "--export_dir", export], layout, tfos_cluster, spark_slot, programs, tmp_path)
     run_example("mnist_pipeline", ["--cluster_size", "2", "--images_labels", mnist[f"{fmt}/test"], "--format", fmt,
                                    "--mode", "inference", "--export_dir", export, "--output", output],
-                layout, standalone_cluster, spark_slot, programs, tmp_path)
+                layout, tfos_cluster, spark_slot, programs, tmp_path)
     rows = [json.loads(line) for part in glob.glob(f"{output}/part-*") for line in open(part)]
     assert len(rows) == 297 and {"prediction", "argmax"} <= set(rows[0])
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_mnist_inference_example_predicts_with_tfparallel(layout, standalone_cluster, spark_slot, programs, mnist,
+def test_mnist_inference_example_predicts_with_tfparallel(layout, tfos_cluster, spark_slot, programs, mnist,
                                                           tmp_path):
     export = str(tmp_path / "export")
     run_example("mnist_spark", ["--cluster_size", "2", "--images_labels", mnist["csv/train"], "--epochs", "1",
                                 "--model_dir", str(tmp_path / "model"), "--export_dir", export],
-                layout, standalone_cluster, spark_slot, programs, tmp_path)
+                layout, tfos_cluster, spark_slot, programs, tmp_path)
     run_example("mnist_inference", ["--cluster_size", "2", "--images_labels", mnist["tfr/test"], "--export_dir",
                                     export, "--output", str(tmp_path / "predictions")],
-                layout, standalone_cluster, spark_slot, programs, tmp_path)
+                layout, tfos_cluster, spark_slot, programs, tmp_path)
     assert sum(1 for part in glob.glob(str(tmp_path / "predictions" / "part-*")) for _ in open(part)) == 297
 
 
@@ -121,10 +131,10 @@ def test_mnist_inference_example_predicts_with_tfparallel(layout, standalone_clu
                     reason="mnist_tf.py loads MNIST with tensorflow_datasets, which downloads it: needs "
                            "tensorflow_datasets and a prepared ~/tensorflow_datasets/mnist")
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_mnist_tf_example_trains_on_tensorflow_datasets(layout, standalone_cluster, spark_slot, programs, tmp_path):
+def test_mnist_tf_example_trains_on_tensorflow_datasets(layout, tfos_cluster, spark_slot, programs, tmp_path):
     run_example("mnist_tf", ["--cluster_size", "2", "--epochs", "1", "--model_dir", str(tmp_path / "model"),
                              "--export_dir", str(tmp_path / "export")],
-                layout, standalone_cluster, spark_slot, programs, tmp_path)
+                layout, tfos_cluster, spark_slot, programs, tmp_path)
     assert (tmp_path / "export" / "saved_model.pb").exists()
 
 
@@ -144,21 +154,21 @@ def tests_env(cluster, tests: Path) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("name", PUBLIC_TESTS)
-def test_tfos_public_api_tests_pass_with_only_the_import_changed(name, standalone_cluster, spark_slot, tfos_tests,
+def test_tfos_public_api_tests_pass_with_only_the_import_changed(name, tfos_cluster, spark_slot, tfos_tests,
                                                                  tmp_path):
     spark_slot.stop()  # the cluster's cores go to the tests' own SparkContext
     for leftover in ("test_model", "test_export", "test_tfr"):
         shutil.rmtree(tfos_tests / leftover, ignore_errors=True)
-    outcomes = run_tests(tfos_tests / name, tmp_path / "report.xml", tests_env(standalone_cluster, tfos_tests), TIMEOUT)
+    outcomes = run_tests(tfos_tests / name, tmp_path / "report.xml", tests_env(tfos_cluster, tfos_tests), TIMEOUT)
     failures = {test: text[-3000:] for test, (outcome, text) in outcomes.items() if outcome != "passed"}
     assert outcomes and not failures, "\n\n".join(f"{test}:\n{text}" for test, text in failures.items())
 
 
 @pytest.mark.parametrize("name", INTERNAL_TESTS)
-def test_tfos_internal_tests_fail_only_for_want_of_its_plumbing(name, standalone_cluster, spark_slot, tfos_tests,
+def test_tfos_internal_tests_fail_only_for_want_of_its_plumbing(name, tfos_cluster, spark_slot, tfos_tests,
                                                                 tmp_path):
     """Its reservation server (unauthenticated pickle over TCP), executor-side node functions and
     GPU probing by nvidia-smi are not provided: these files cannot import them."""
-    outcomes = run_tests(tfos_tests / name, tmp_path / "report.xml", tests_env(standalone_cluster, tfos_tests), TIMEOUT)
+    outcomes = run_tests(tfos_tests / name, tmp_path / "report.xml", tests_env(tfos_cluster, tfos_tests), TIMEOUT)
     [(outcome, text)] = outcomes.values()
     assert outcome == "error" and "ImportError: cannot import name" in text and "from 'tfos_notebook'" in text
