@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 from html.parser import HTMLParser
 
-import psutil
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "runtime"))
+from procs import child_processes, child_task  # noqa: E402,F401  (the runtime tests' process helpers)
 
 TRAINING_HELPERS = '''
 def load_digits_arrays():
@@ -53,22 +56,6 @@ for i in range(600):
     ctx.report(i, loss=1.0 / (i + 1))
     time.sleep(0.1)
 '''
-
-
-def child_processes(run_id: str) -> list[psutil.Process]:
-    """Node child processes of ``run_id`` still alive on this machine."""
-    found = []
-    for p in psutil.process_iter(["cmdline"]):
-        cmd = " ".join(p.info["cmdline"] or ())
-        if "tfos_notebook.runtime.node.child" in cmd and run_id in cmd:
-            found.append(p)
-    return found
-
-
-def child_task(proc: psutil.Process) -> int:
-    """The task number of a node's child process (``... child STATUS_FD NODE_PID RUN_ID TASK ...``)."""
-    cmd = proc.cmdline()
-    return int(cmd[cmd.index("tfos_notebook.runtime.node.child") + 4])
 
 
 def wait_until(predicate, timeout: float = 120.0, every: float = 0.1) -> bool:
