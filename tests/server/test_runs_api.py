@@ -196,6 +196,9 @@ async def test_post_stop_stops_a_real_run_in_its_owning_process(jp_fetch, local_
         assert run.state == "stopped" and time.monotonic() - asked < 30
         code, body = await fetch_error(jp_fetch, "runs", "busy", "stop", method="POST", body=b"")
         assert code == 409 and "has already ended (stopped)" in body["message"]
+        ending = time.monotonic()  # the request's watcher is free again (not stuck in its run.stop)
+        tracker.stop()
+        assert time.monotonic() - ending < 5 and "stop request failed" not in registry.get_run("busy").error
     finally:
         if not run.done:
             run.stop()

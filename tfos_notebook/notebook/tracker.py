@@ -78,10 +78,16 @@ class RunTracker:
 
     def stop(self) -> None:
         """Stop tracking (the record stays); returns once the stop-request watcher has ended."""
-        self._done.set()
-        self._unsubscribe()
+        self._finish()
         if threading.current_thread() is not self._watcher:  # a stop request can end the run, and so this
             self._watcher.join()
+
+    def _finish(self) -> None:
+        """Stop tracking without waiting for the watcher: it ends by itself once ``_done`` is set.
+        The run's end is published while the run is not yet ``done``, so a watcher inside a stop
+        request (``run.stop()`` waits for ``done``) could not be joined from that event."""
+        self._done.set()
+        self._unsubscribe()
 
     def _on_event(self, event: Event) -> None:
         if isinstance(event, RunFinished):
@@ -123,7 +129,7 @@ class RunTracker:
             self._waiting_for.discard(part)
             done = not self._waiting_for
         if done:
-            self.stop()
+            self._finish()
 
     def _update(self, throttle: bool = False, point: tuple[int, float] | None = None, findings: int = 0,
                 **changes: Any) -> None:
