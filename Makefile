@@ -14,6 +14,8 @@ DEPS := $(shell cksum < pyproject.toml | cut -d' ' -f1)
 EXAMPLES_STAMP := $(VENV)/.installed-examples-$(DEPS)
 TEST_STAMP := $(VENV)/.installed-test-$(DEPS)
 comma := ,
+# pytest workers for make test and make check (tests/conftest.py keeps each Spark slot's tests in one).
+TEST_WORKERS ?= 2
 
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON ?= $(abspath $(PY))
@@ -64,12 +66,12 @@ demo: $(EXAMPLES_STAMP)
 # serves).
 test: $(TEST_STAMP) labext ui-deps
 	$(PY) -m ruff check tfos_notebook tests bench example_notebooks
-	$(PY) -m pytest -ra --durations=25 $(PYTEST_ARGS)
+	$(PY) -m pytest -ra --durations=25 -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 # The inner loop: lint, then the tests that start no Spark application, browser or fake host
 # (markers set by tests/conftest.py from the fixtures each test uses).
 check: lint
-	$(PY) -m pytest -q -ra -m "not spark and not browser and not multihost" --durations=10 $(PYTEST_ARGS)
+	$(PY) -m pytest -q -ra -m "not spark and not browser and not multihost" --durations=10 -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 lint: $(TEST_STAMP) node_modules/.package-lock.json
 	$(PY) -m ruff check tfos_notebook tests bench example_notebooks

@@ -93,7 +93,12 @@ def _ship_test_module_by_value(request):
 # too when it is a standalone cluster. Tests that start Spark by other means (a kernel, a notebook,
 # a driver process of their own) carry the mark by hand.
 CLUSTER_FIXTURES = frozenset({"standalone_cluster", "feed_cluster", "gpu_standalone", "real_gpu_cluster"})
-SPARK_FIXTURES = frozenset({"local_spark", "local_spark4", "local_ssl_spark", "spark_slot", *CLUSTER_FIXTURES})
+SPARK_FIXTURES = frozenset({"local_spark", "module_local_spark", "local_spark4", "local_ssl_spark", "spark_slot", *CLUSTER_FIXTURES})
+#: Under ``pytest -n N --dist loadgroup`` (make test, make check) the tests of this process's Spark
+#: slot and of the standalone cluster run in one worker, in ``_order``; every other module (no Spark,
+#: or Spark of its own: a kernel, a notebook, fake hosts, Spark Connect, a browser's lab) goes whole
+#: (its module-scoped fixtures paid once) to whichever worker is free.
+SLOT_GROUP = "spark-slot"
 #: Applications on the standalone cluster in spark-tensorflow-distributor's layouts (below).
 GPU_LAYOUTS = frozenset({"one_gpu_tasks_standalone", "two_gpu_tasks_standalone", "four_gpu_tasks_standalone"})
 
@@ -103,6 +108,8 @@ def pytest_collection_modifyitems(config, items):
         names = set(getattr(item, "fixturenames", ()))
         if names & CLUSTER_FIXTURES and "cluster" not in item.keywords:
             item.add_marker(pytest.mark.cluster)
+        slot = names & SPARK_FIXTURES or "cluster" in item.keywords
+        item.add_marker(pytest.mark.xdist_group(SLOT_GROUP if slot else item.nodeid.split("::")[0]))
         if (names & SPARK_FIXTURES or "cluster" in item.keywords or "multihost" in item.keywords) \
                 and "spark" not in item.keywords:
             item.add_marker(pytest.mark.spark)
