@@ -103,6 +103,7 @@ SLOT_GROUP = "spark-slot"
 GPU_LAYOUTS = frozenset({"one_gpu_tasks_standalone", "two_gpu_tasks_standalone", "four_gpu_tasks_standalone"})
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the xdist_group marks added here
 def pytest_collection_modifyitems(config, items):
     for item in items:
         names = set(getattr(item, "fixturenames", ()))
@@ -120,6 +121,15 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if "gpu" in item.keywords:
                 item.add_marker(pytest.mark.skip(reason=no_gpu))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node, ids):
+    """Under ``--dist loadgroup`` a grouped test's id ends in ``@group``; without it xdist deals the
+    Spark slot's tests to every worker, each starting its own clusters (pytest-xdist#1386)."""
+    if node.config.getvalue("dist") == "loadgroup" and ids and not any("@" in i for i in ids):
+        raise pytest.UsageError("pytest-xdist's --dist loadgroup ignores the xdist_group marks with this pytest "
+                                f"({pytest.__version__}): install the pytest that pyproject.toml's test extra names")
 
 
 def _order(item) -> tuple[int, int, str]:
