@@ -253,3 +253,13 @@ def _pickled_cell() -> bytes:
     from tfos_notebook.cellfn import CellFunction
 
     return cloudpickle.dumps(CellFunction("return 6 * 7", "<tfos_train In[1]>"))
+
+
+def test_no_function_is_longer_than_60_lines():
+    """Long functions hide their rules: a function over 60 lines (docstring included) is split into
+    named steps (see ``diagnose.RULES`` and ``node.task._Node``)."""
+    long = [f"{path.relative_to(PACKAGE)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
+            for path in modules().values()
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 60]
+    assert long == []

@@ -59,7 +59,8 @@ def test_the_monitor_offers_to_kill_leftovers_when_a_finding_names_them(local_sp
         monitor = Monitor("r", FAKE_RUN, on_stop=lambda: None,
                           on_cleanup=lambda: cleanup_report(local_spark.sparkContext, set(), kill=True))
         assert monitor.cleanup_button.layout.display == "none"
-        finding = Finding("orphan_processes", "1 process(es) of earlier runs are still alive", ("...",), "kill them")
+        finding = Finding(code="orphan_processes", cause="1 process(es) of earlier runs are still alive",
+                          evidence=("...",), remedy="kill them")
         monitor.update([FindingRaised(FAKE_RUN, finding=finding)])
         assert monitor.cleanup_button.layout.display == ""
         monitor.cleanup_button.click()

@@ -86,7 +86,8 @@ def test_widget_log_area_shows_the_newest_lines_role_prefixed():
 
 
 def test_widget_shows_findings_and_the_failure():
-    finding = Finding("slots", "2 tasks need 2 slots, 1 is free", ("executors: 1",), "add an executor")
+    finding = Finding(code="slots", cause="2 tasks need 2 slots, 1 is free", evidence=("executors: 1",),
+                      remedy="add an executor")
     monitor = Monitor("r", RUN, on_stop=lambda: None)
     monitor.update([LaunchSubmitted(RUN, num_tasks=2, roles=("chief:0", "worker:0")),
                     FindingRaised(RUN, finding=finding),

@@ -129,15 +129,15 @@ class MirroredStrategyRunner:
         amount = self.backend.conf("spark.task.resource.gpu.amount")
         if amount is None:
             raise PreflightError(f"cannot train on {self.num_slots} GPU slot(s):", [Finding(
-                "gpus_not_configured", "use_gpu=True, but Spark assigns no GPUs to tasks",
-                ("spark.task.resource.gpu.amount is not set",),
-                "set spark.executor.resource.gpu.amount, spark.task.resource.gpu.amount and a GPU discovery script "
-                "in the cluster's Spark conf, or pass use_gpu=False to train on CPUs")])
+                code="gpus_not_configured", cause="use_gpu=True, but Spark assigns no GPUs to tasks",
+                evidence=("spark.task.resource.gpu.amount is not set",),
+                remedy="set spark.executor.resource.gpu.amount, spark.task.resource.gpu.amount and a GPU discovery "
+                       "script in the cluster's Spark conf, or pass use_gpu=False to train on CPUs")])
         if float(amount) < 1:
             raise PreflightError(f"cannot train on {self.num_slots} GPU slot(s):", [Finding(
-                "gpus_fractional", f"each task gets a fraction of a GPU ({float(amount):g})",
-                (f"spark.task.resource.gpu.amount={amount}",),
-                "set spark.task.resource.gpu.amount to a whole number of at least 1")])
+                code="gpus_fractional", cause=f"each task gets a fraction of a GPU ({float(amount):g})",
+                evidence=(f"spark.task.resource.gpu.amount={amount}",),
+                remedy="set spark.task.resource.gpu.amount to a whole number of at least 1")])
         return int(float(amount))
 
     def run(self, train_fn: Callable[..., Any], **kwargs: Any) -> Any:
@@ -163,10 +163,10 @@ class MirroredStrategyRunner:
             owned = self.backend.driver_gpus()
             if len(owned) < self.num_slots:
                 raise PreflightError(f"cannot train on {self.num_slots} GPU(s) of the driver:", [Finding(
-                    "driver_gpus_too_few", f"the driver owns {len(owned)} GPU(s) in Spark's resources",
-                    (f"driver GPU addresses: {owned}",),
-                    "set spark.driver.resource.gpu.amount and spark.driver.resource.gpu.discoveryScript, lower "
-                    "num_slots, or pass use_gpu=False")])
+                    code="driver_gpus_too_few", cause=f"the driver owns {len(owned)} GPU(s) in Spark's resources",
+                    evidence=(f"driver GPU addresses: {owned}",),
+                    remedy="set spark.driver.resource.gpu.amount and spark.driver.resource.gpu.discoveryScript, "
+                           "lower num_slots, or pass use_gpu=False")])
             devices = visible_devices(owned[: self.num_slots], saved)
         os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(devices)
         try:

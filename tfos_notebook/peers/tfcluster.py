@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 from ..runtime.driver import preflight
 from ..runtime.driver.feed.data import FeedSummary
 from ..runtime.driver.launch import Run
 from ..runtime.driver.lifecycle import RunState
+
+if TYPE_CHECKING:
+    from ..tensorboard.attach import TensorBoardHandle
 
 QUEUES = ("input", "output", "error")  # TensorFlowOnSpark's default queue names
 
@@ -194,15 +197,7 @@ def run(sc, map_fun, tf_args, num_executors: int, num_ps: int = 0, tensorboard: 
                  eval_node=eval_node, log_dir=log_dir, reservation_timeout=reservation_timeout,
                  input_mode="spark" if input_mode == InputMode.SPARK else "tensorflow",
                  release_port=release_port, **kwargs)
-    board = None
-    if tensorboard:  # attached before the start, so no event byte is missed
-        from ..tensorboard import attach_tensorboard
-
-        board = attach_tensorboard(handle)
-    from ..notebook import tracker as registry
-
-    tracker = registry.track(handle)  # %tfos_runs, %%tfos_evaluate and JupyterLab find it
-    tracker.set_tensorboard(board)
+    board = _attach(handle, tensorboard)
     if input_mode == InputMode.SPARK and not _slot_to_spare(handle, num_executors):
         return TFCluster(handle, input_mode, board, in_stage=True, sc=sc, queues=queues)
     try:
@@ -213,6 +208,20 @@ def run(sc, map_fun, tf_args, num_executors: int, num_ps: int = 0, tensorboard: 
             board.stop()
         raise
     return TFCluster(handle, input_mode, board, sc=sc, queues=queues)
+
+
+def _attach(run: Run, tensorboard: bool) -> TensorBoardHandle | None:
+    """Before the start, so that no event byte is missed: the run's TensorBoard (None without
+    one), and its record in the runs registry (%tfos_runs, %%tfos_evaluate and JupyterLab find it)."""
+    board = None
+    if tensorboard:
+        from ..tensorboard import attach_tensorboard
+
+        board = attach_tensorboard(run)
+    from ..notebook import tracker as registry
+
+    registry.track(run).set_tensorboard(board)
+    return board
 
 
 def _slot_to_spare(run: Run, num_nodes: int) -> bool:

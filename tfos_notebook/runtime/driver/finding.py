@@ -10,10 +10,11 @@ BLOCKER = "blocker"
 WARNING = "warning"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Finding:
     """One diagnosis: a ``code`` for programs, the ``cause`` in words, the ``evidence`` it rests
-    on, and the ``remedy``. A ``blocker`` means the launch cannot succeed as asked."""
+    on, and the ``remedy``. A ``blocker`` means the launch cannot succeed as asked. Built by keyword
+    only: a severity or an estimate flag is named where it is set."""
 
     code: str
     cause: str

@@ -71,11 +71,11 @@ class Heartbeat:
             evidence.append(f"{held.role}:{held.index} failed meanwhile, most likely because of it: "
                             f"{(held.traceback_text.strip().splitlines() or ['?'])[-1]}")
         self.diagnosis.publish([Finding(
-            "node_unreachable",
-            f"{node.name} on {node.where} stopped answering: its host is unreachable (network) or frozen",
-            tuple(evidence),
-            "nothing, if the network failure passes: the run is relaunched while retries are left; otherwise check "
-            f"the network and the executor of {node.where}",
+            code="node_unreachable",
+            cause=f"{node.name} on {node.where} stopped answering: its host is unreachable (network) or frozen",
+            evidence=tuple(evidence),
+            remedy="nothing, if the network failure passes: the run is relaunched while retries are left; otherwise "
+                   f"check the network and the executor of {node.where}",
         )])
         coord.unreachable(node, m.NODE_SILENT_SECS)
 

@@ -195,30 +195,14 @@ class Run(SparkFeeding, RunOutcome):
                 raise ConfigError(f"run {self.name} was already started (it is {self.state}): a run starts once; "
                                   "create a new one to launch again")
         if data is not None:
-            if self.input_mode != "spark":
-                raise ConfigError(f"run {self.name} reads its own data (input_mode={self.input_mode!r}): feeding "
-                                  "data needs Run(..., input_mode='spark')")
-            from .feed.instage import InStageFeed
-
-            self.instage = InStageFeed(data, self.roles, "infer" if predict else "train", epochs, feed_timeout, keep,
-                                       self.backend.partitions(data))
+            self._feed_in_stage(data, epochs, predict, keep, feed_timeout)
         with self._lock:
             self.started_at = time.monotonic()
             self.lifecycle.transition(RunState.RESERVING)
         if self.instage is not None:
             self.events.publish(FeedPlanned(self.run_id, path="in-stage", detail=self.instage.describe()))
         try:
-            findings = self.diagnosis.preflight()
-            self.diagnosis.publish(findings)
-            if blockers(findings):
-                raise PreflightError(f"cannot launch {len(self.roles)} nodes:", blockers(findings))
-            self.backend.check_reachable()
-            self._default_fs = self.backend.default_fs()
-            self._secret = channel.RunSecret(channel.new_secret(),
-                                             tls.new_identity() if self.diagnosis.encryption else None)
-            self._server = channel.ControlServer(self.backend.driver_host(), self._secret, self._on_message,
-                                                 self._on_close)
-            self._model_dir_probe = storage.write_probe(self.model_dir, self.run_id)
+            self._preflight()
         except BaseException as e:
             self._end_before_launch(e)
             raise
@@ -232,6 +216,32 @@ class Run(SparkFeeding, RunOutcome):
                 self.tracking = MlflowTracker(self, self.tracking_config).start()
             self._supervisor.start()
         return self
+
+    def _feed_in_stage(self, data: Any, epochs: int, predict: bool, keep: list[str] | None,
+                       feed_timeout: float) -> None:
+        """Plan ``start(data)``'s in-stage feed (raises ``ConfigError`` off ``input_mode="spark"``)."""
+        if self.input_mode != "spark":
+            raise ConfigError(f"run {self.name} reads its own data (input_mode={self.input_mode!r}): feeding "
+                              "data needs Run(..., input_mode='spark')")
+        from .feed.instage import InStageFeed
+
+        self.instage = InStageFeed(data, self.roles, "infer" if predict else "train", epochs, feed_timeout, keep,
+                                   self.backend.partitions(data))
+
+    def _preflight(self) -> None:
+        """Refuse a launch the cluster cannot run (``PreflightError``), then make what the nodes
+        will reach: the run's secret, its control server and the model dir's probe file."""
+        findings = self.diagnosis.preflight()
+        self.diagnosis.publish(findings)
+        if blockers(findings):
+            raise PreflightError(f"cannot launch {len(self.roles)} nodes:", blockers(findings))
+        self.backend.check_reachable()
+        self._default_fs = self.backend.default_fs()
+        self._secret = channel.RunSecret(channel.new_secret(),
+                                         tls.new_identity() if self.diagnosis.encryption else None)
+        self._server = channel.ControlServer(self.backend.driver_host(), self._secret, self._on_message,
+                                             self._on_close)
+        self._model_dir_probe = storage.write_probe(self.model_dir, self.run_id)
 
     def _end_before_launch(self, error: BaseException) -> None:
         self.release()

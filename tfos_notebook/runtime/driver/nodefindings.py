@@ -16,33 +16,34 @@ def version_findings(versions: tuple[tuple[str, str, str], ...], driver_versions
     no_tf = [name for name, _, tf in versions if not tf]
     if no_tf:
         findings.append(Finding(
-            "tensorflow_missing",
-            f"TensorFlow is not installed for the Python that runs nodes {', '.join(no_tf)}",
-            tuple(f"{name}: python {py}, tensorflow not found" for name, py, tf in versions if not tf),
-            "install tensorflow (and tf-keras) into the executors' Python (spark.pyspark.python / "
-            "PYSPARK_PYTHON), e.g. as a cluster library",
-            WARNING,
+            code="tensorflow_missing",
+            cause=f"TensorFlow is not installed for the Python that runs nodes {', '.join(no_tf)}",
+            evidence=tuple(f"{name}: python {py}, tensorflow not found" for name, py, tf in versions if not tf),
+            remedy="install tensorflow (and tf-keras) into the executors' Python (spark.pyspark.python / "
+                   "PYSPARK_PYTHON), e.g. as a cluster library",
+            severity=WARNING,
         ))
     pythons = {py.rsplit(".", 1)[0] for _, py, _ in versions if py}
     tfs = {tf for _, _, tf in versions if tf}
     driver_py, driver_tf = driver_versions
     if len(pythons) > 1 or (driver_py and pythons and {driver_py.rsplit(".", 1)[0]} != pythons):
         findings.append(Finding(
-            "python_version_mismatch",
-            "the driver and the nodes run different Python versions; functions pickled on one may not load "
-            "on the other",
-            (f"driver: python {driver_py}", *(f"{name}: python {py}" for name, py, _ in versions)),
-            "use the same Python minor version everywhere (spark.pyspark.python and spark.pyspark.driver.python)",
-            WARNING,
+            code="python_version_mismatch",
+            cause="the driver and the nodes run different Python versions; functions pickled on one may not load "
+                  "on the other",
+            evidence=(f"driver: python {driver_py}", *(f"{name}: python {py}" for name, py, _ in versions)),
+            remedy="use the same Python minor version everywhere (spark.pyspark.python and "
+                   "spark.pyspark.driver.python)",
+            severity=WARNING,
         ))
     if len(tfs) > 1 or (driver_tf and tfs and {driver_tf} != tfs):
         findings.append(Finding(
-            "tensorflow_version_mismatch",
-            "nodes (or the driver) have different TensorFlow versions",
-            (f"driver: tensorflow {driver_tf or 'not installed'}",
-             *(f"{name}: tensorflow {tf}" for name, _, tf in versions if tf)),
-            "install one TensorFlow version on every executor (and on the driver if it evaluates models)",
-            WARNING,
+            code="tensorflow_version_mismatch",
+            cause="nodes (or the driver) have different TensorFlow versions",
+            evidence=(f"driver: tensorflow {driver_tf or 'not installed'}",
+                      *(f"{name}: tensorflow {tf}" for name, _, tf in versions if tf)),
+            remedy="install one TensorFlow version on every executor (and on the driver if it evaluates models)",
+            severity=WARNING,
         ))
     return findings
 
@@ -53,20 +54,20 @@ def diagnose_failure(role: str, index: int, host: str, traceback_text: str, port
     last = tail(traceback_text, 3)
     if "Could not start gRPC server" in traceback_text or "Failed to add port" in traceback_text:
         return [Finding(
-            "port_in_use",
-            f"TensorFlow on {where} could not bind its port {port or ''}".rstrip(),
-            (f"{where}: {last}",),
-            f"another process holds port {port} on {host} (see `ss -ltnp`); if it is a leftover of an earlier "
-            "run, kill it with %tfos_cleanup --kill; a new launch picks fresh ports",
+            code="port_in_use",
+            cause=f"TensorFlow on {where} could not bind its port {port or ''}".rstrip(),
+            evidence=(f"{where}: {last}",),
+            remedy=f"another process holds port {port} on {host} (see `ss -ltnp`); if it is a leftover of an earlier "
+                   "run, kill it with %tfos_cleanup --kill; a new launch picks fresh ports",
         )]
     if "No module named 'tensorflow'" in traceback_text or (
             "tensorflow" in traceback_text and ("ImportError" in traceback_text or "ModuleNotFoundError" in traceback_text)):
         return [Finding(
-            "tensorflow_import_failed",
-            f"TensorFlow could not be imported on {where}",
-            (f"{where}: {last}",),
-            "install tensorflow (and tf-keras) into the executors' Python, and check that no other folder on "
-            "PYTHONPATH shadows it",
+            code="tensorflow_import_failed",
+            cause=f"TensorFlow could not be imported on {where}",
+            evidence=(f"{where}: {last}",),
+            remedy="install tensorflow (and tf-keras) into the executors' Python, and check that no other folder on "
+                   "PYTHONPATH shadows it",
         )]
     return []
 
@@ -85,23 +86,23 @@ def leftover_findings(leftovers: tuple[Leftover, ...], gpus_per_node: int = 0) -
     if ours:
         on_gpu = [x for x in ours if x.gpus]
         findings.append(Finding(
-            "orphan_processes",
-            f"{len(ours)} process(es) of earlier runs are still alive"
-            + (f", {len(on_gpu)} of them holding GPU memory" if on_gpu else ""),
-            tuple(_leftover_line(x) for x in ours),
-            "kill them with %tfos_cleanup --kill (or tfos_notebook.cleanup(sc, kill=True)), or the Kill "
-            "leftovers button in the monitor",
-            BLOCKER if on_gpu and gpus_per_node else WARNING,
+            code="orphan_processes",
+            cause=f"{len(ours)} process(es) of earlier runs are still alive"
+                  + (f", {len(on_gpu)} of them holding GPU memory" if on_gpu else ""),
+            evidence=tuple(_leftover_line(x) for x in ours),
+            remedy="kill them with %tfos_cleanup --kill (or tfos_notebook.cleanup(sc, kill=True)), or the Kill "
+                   "leftovers button in the monitor",
+            severity=BLOCKER if on_gpu and gpus_per_node else WARNING,
         ))
     foreign = [x for x in leftovers if x.foreign]
     if foreign:
         findings.append(Finding(
-            "gpu_held_by_foreign_process",
-            f"{len(foreign)} process(es) not started by tfos_notebook hold GPU memory on the executors",
-            tuple(_leftover_line(x) for x in foreign),
-            "they may belong to another job or user; stop them, or give this run other GPUs (Spark's "
-            "discovery script decides which addresses executors offer)",
-            WARNING,
+            code="gpu_held_by_foreign_process",
+            cause=f"{len(foreign)} process(es) not started by tfos_notebook hold GPU memory on the executors",
+            evidence=tuple(_leftover_line(x) for x in foreign),
+            remedy="they may belong to another job or user; stop them, or give this run other GPUs (Spark's "
+                   "discovery script decides which addresses executors offer)",
+            severity=WARNING,
         ))
     return findings
 
@@ -109,11 +110,11 @@ def leftover_findings(leftovers: tuple[Leftover, ...], gpus_per_node: int = 0) -
 def unshared_finding(model_dir: str, unseen: list[str]) -> Finding:
     """The warning for a model dir that ``unseen`` nodes (``worker:1 on host (address)``) do not share."""
     return Finding(
-        "model_dir_not_shared",
-        f"the model dir {model_dir} is not shared: {len(unseen)} node(s) do not see the driver's files there",
-        (f"a probe file the driver wrote into {model_dir} is missing on: {', '.join(unseen)}",),
-        "checkpoints stay on the chief's host: evaluation on the driver (%%tfos_evaluate) cannot read them, and a "
-        "run relaunched after a lost node restarts training from scratch (ctx.restore() and ctx.callbacks() do not "
-        f"resume). Use storage that every host and the driver share: {SHARED_STORAGE}",
-        WARNING,
+        code="model_dir_not_shared",
+        cause=f"the model dir {model_dir} is not shared: {len(unseen)} node(s) do not see the driver's files there",
+        evidence=(f"a probe file the driver wrote into {model_dir} is missing on: {', '.join(unseen)}",),
+        remedy="checkpoints stay on the chief's host: evaluation on the driver (%%tfos_evaluate) cannot read them, "
+               "and a run relaunched after a lost node restarts training from scratch (ctx.restore() and "
+               f"ctx.callbacks() do not resume). Use storage that every host and the driver share: {SHARED_STORAGE}",
+        severity=WARNING,
     )

@@ -60,15 +60,15 @@ def straggler_findings(windows: Sequence[NodeWindow]) -> list[Finding]:
         typical = statistics.median(others)
         if typical > 0 and mine >= STRAGGLER_RATIO * typical:
             findings.append(Finding(
-                "straggler",
-                f"{w.name} on {w.host} is a straggler: its steps take {_ms(mine)}, {mine / typical:.1f}x the "
-                f"other nodes' {_ms(typical)}",
-                tuple(f"{x.name} on {x.host}: median step {_ms(medians[x.name])} over its last "
-                      f"{len(x.reports)} reports" for x in windows if x.name in medians),
-                f"see what else runs on {w.host} (another job or run, a slower or busier CPU or GPU) and whether "
-                f"{w.name} gets more data than the others; its trace shows where the time goes: "
-                f"%tfos_profile RUN --nodes {w.name}",
-                WARNING, subject=w.name))
+                code="straggler",
+                cause=f"{w.name} on {w.host} is a straggler: its steps take {_ms(mine)}, {mine / typical:.1f}x the "
+                      f"other nodes' {_ms(typical)}",
+                evidence=tuple(f"{x.name} on {x.host}: median step {_ms(medians[x.name])} over its last "
+                          f"{len(x.reports)} reports" for x in windows if x.name in medians),
+                remedy=f"see what else runs on {w.host} (another job or run, a slower or busier CPU or GPU) and "
+                       f"whether {w.name} gets more data than the others; its trace shows where the time goes: "
+                       f"%tfos_profile RUN --nodes {w.name}",
+                severity=WARNING, subject=w.name))
     return findings
 
 
@@ -85,14 +85,14 @@ def input_bound_findings(windows: Sequence[NodeWindow]) -> list[Finding]:
             continue
         steps = sum(p.window_steps for p in fed)
         findings.append(Finding(
-            "input_bound",
-            f"{w.name} on {w.host} is input-bound: it spends {share:.0%} of its time waiting for the next batch "
-            "from Spark",
-            (f"{w.name}: waited {wait:.1f} s of the last {secs:.1f} s for fed data, "
-             f"{steps / secs:.1f} steps/s",),
-            "feed it faster: cache or persist the DataFrame (df.cache(), then an action such as df.count()) when "
-            "an expensive transformation (a Python UDF, a join, a file scan) computes it again on every epoch; "
-            "give it more partitions (df.repartition(n)) so that more Spark tasks compute it; let the node "
-            "prefetch more batches (ctx.dataset(..., prefetch=8)); or take bigger batches",
-            WARNING, subject=w.name))
+            code="input_bound",
+            cause=f"{w.name} on {w.host} is input-bound: it spends {share:.0%} of its time waiting for the next "
+                  "batch from Spark",
+            evidence=(f"{w.name}: waited {wait:.1f} s of the last {secs:.1f} s for fed data, "
+                      f"{steps / secs:.1f} steps/s",),
+            remedy="feed it faster: cache or persist the DataFrame (df.cache(), then an action such as df.count()) "
+                   "when an expensive transformation (a Python UDF, a join, a file scan) computes it again on every "
+                   "epoch; give it more partitions (df.repartition(n)) so that more Spark tasks compute it; let the "
+                   "node prefetch more batches (ctx.dataset(..., prefetch=8)); or take bigger batches",
+            severity=WARNING, subject=w.name))
     return findings

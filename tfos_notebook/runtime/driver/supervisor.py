@@ -182,10 +182,10 @@ class Supervisor:
         registered, missing = coord.registered(), coord.missing()
         findings = run.diagnosis.live(run.job_group, registered, stalled_for)
         findings = blockers(findings) or findings or [Finding(
-            "reservation_timeout",
-            f"{len(missing)} of {len(run.roles)} nodes did not register within {run.reservation_timeout:.0f}s",
-            (f"registered: {registered}", f"missing: {missing}"),
-            "check the executors' stderr for errors, or raise reservation_timeout",
+            code="reservation_timeout",
+            cause=f"{len(missing)} of {len(run.roles)} nodes did not register within {run.reservation_timeout:.0f}s",
+            evidence=(f"registered: {registered}", f"missing: {missing}"),
+            remedy="check the executors' stderr for errors, or raise reservation_timeout",
         )]
         run.diagnosis.publish(findings)
         self.abort(ReservationTimeout(f"run {run.name}: waited {run.reservation_timeout:.0f}s for "
@@ -232,12 +232,12 @@ class Supervisor:
                 return  # the first outcome stands
             if retryable and run.attempt < run.retries:
                 run.diagnosis.publish([Finding(
-                    "node_lost_retrying",
-                    f"a node was lost; relaunching the run (attempt {run.attempt + 2} of {run.retries + 1})",
-                    (str(error).splitlines()[0],),
-                    "nothing to do if the nodes resume from their checkpoints (ctx.restore() or ctx.callbacks()); "
-                    "otherwise training restarts from scratch",
-                    "warning",
+                    code="node_lost_retrying",
+                    cause=f"a node was lost; relaunching the run (attempt {run.attempt + 2} of {run.retries + 1})",
+                    evidence=(str(error).splitlines()[0],),
+                    remedy="nothing to do if the nodes resume from their checkpoints (ctx.restore() or "
+                           "ctx.callbacks()); otherwise training restarts from scratch",
+                    severity="warning",
                 )])
                 run.lifecycle.transition(RunState.RELAUNCHING)
             else:

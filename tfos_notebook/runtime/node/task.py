@@ -84,97 +84,129 @@ def node_log_dir(plan: NodePlan, role: str, index: int, workdir: str) -> tuple[s
 def run_node(plan: NodePlan, task: int, gpus: list[str], local_feed: LocalFeed | None = None) -> dict:
     """Run one node of the cluster; returns a small summary for Spark to collect. The outcome that
     matters travels to the driver over the control channel."""
-    role, index = plan.roles[task]
-    if plan.attempt:  # a relaunch: what the lost attempt left on this host must not write beside us
-        kill_attempts_before(plan.run_id, plan.attempt)
-    if plan.gpu_counts:
-        gpus = gpus[: plan.gpu_counts[task]]
-    # the devices the node's process sees: Spark's addresses, or what they index in an inherited list
-    devices = visible_devices(gpus, os.environ.get("CUDA_VISIBLE_DEVICES"))
-    workdir = tempfile.mkdtemp(prefix=f"tfos-{plan.run_id}-{task}-")
-    proc, status_r, handoff, child_orders = spawn_child(plan, task, devices, workdir)  # starts up while the cluster reserves
-    pid_file = os.path.join(pid_dir(), f"{plan.run_id}-{task}.json")
-    conn = orders = output = None
+    node = _Node(plan, task, gpus)  # its process starts up while the cluster reserves
     try:
-        with open(pid_file, "w") as f:
-            json.dump({"run_id": plan.run_id, "task": task, "role": f"{role}:{index}", "pid": proc.pid,
-                       "pgid": proc.pid, "node_pid": os.getpid(), "started": time.time()}, f)
-        conn = channel.connect(plan.server_host, plan.server_port, plan.secret)
-        host = conn.sock.getsockname()[0]  # the address on which this executor reaches the driver
-        if plan.feed_buffer_bytes and role in FOREGROUND_ROLES:
-            serve_feed(proc, plan.secret, host, plan.feed_buffer_bytes)
-        reservation = socket.socket()
-        reservation.bind((host, 0))
-        port = reservation.getsockname()[1]
-        conn.send(m.encode(m.Register(task=task, attempt=plan.attempt, host=host, port=port, pid=os.getpid(),
-                                      gpus=tuple(devices), executor_id=spark_executor_id(), hostname=socket.gethostname(),
-                                      sees_model_dir=sees_probe(plan.model_dir_probe), **installed_versions())))
-        output = ChildOutput(proc, status_r, conn, local_feed)
-        started, ended = threading.Event(), threading.Event()  # the child was told to go; its process ended
-        reporter = threading.Thread(target=report_leftovers, args=(plan.run_id, conn, host, started, ended),
-                                    daemon=True)
-        reporter.start()
-        orders = Orders(conn)
-        reply = orders.next()
+        node.register(local_feed)
+        reply = node.orders.next()
         if reply is None:
             raise ConnectionError("the connection to the driver closed before every node registered")
         if not isinstance(reply, m.Cluster):
-            reservation.close()
             return {"task": task, "outcome": "stopped"}
-        spec = reply.cluster_spec
-        import cloudpickle
-
         try:  # TensorFlow opens dbfs:/ through Databricks' mounts, which this host may lack
-            log_dir, ship_logs = node_log_dir(plan, role, index, workdir)
+            log_dir, ship_logs = node_log_dir(plan, node.role, node.index, node.workdir)
             model_dir = fuse_path(plan.model_dir) if plan.model_dir else None
         except FuseError as e:  # the run fails with the reason, not retried: another host would lack it too
-            reservation.close()
-            conn.send(m.encode(m.Result(ok=False, traceback=f"{type(e).__name__}: {e}")))
+            node.conn.send(m.encode(m.Result(ok=False, traceback=f"{type(e).__name__}: {e}")))
             return {"task": task, "outcome": "error"}
-        ctx = NodeContext(run_id=plan.run_id, executor_id=task, job_name=role, task_index=index,
-                          cluster_spec=spec, defaultFS=plan.default_fs, working_dir=plan.working_dir, host=host,
-                          spark_executor_id=spark_executor_id(), gpus=gpus, model_dir=model_dir,
-                          log_dir=log_dir, attempt=plan.attempt, model_dir_shared=reply.model_dir_shared)
-        payload, result_path = os.path.join(workdir, "payload.pkl"), os.path.join(workdir, "result.pkl")
-        with open(payload, "wb") as f:
-            cloudpickle.dump({"main_fun": plan.main_fun, "args": plan.args, "ctx": ctx,
-                              "task_context": taskcontext.capture()}, f)
-        if handoff is not None:  # release_port=False: the function frees it (ctx.release_port())
-            hand_over_port(handoff, reservation)
-            handoff = None
-        reservation.close()  # release the port just before TensorFlow binds it
-        go = {"payload": payload, "result": result_path,
-              "env": {"TF_CONFIG": tf_config(spec, role, index), DEFAULT_FS_ENV: plan.default_fs,
-                      WORKING_DIR_ENV: plan.working_dir}}
-        proc.stdin.write((json.dumps(go) + "\n").encode())
-        proc.stdin.close()
-        conn.send(m.encode(m.NodeStateReport("running", proc.pid)))
-        started.set()
-        samplers = [GpuSampler(conn, devices).start(), *([SystemSampler(conn).start()] if plan.mlflow else [])]
+        node.start_function(reply, log_dir, model_dir)
+        samplers = [GpuSampler(node.conn, node.devices).start(),
+                    *([SystemSampler(node.conn).start()] if plan.mlflow else [])]
         try:
-            return _supervise(plan, task, proc, output, child_orders, result_path, orders,
-                              log_dir if ship_logs else None, os.path.join(workdir, "profile"), reporter, ended)
+            return _supervise(plan, task, node.proc, node.output, node.child_orders, node.result_path, node.orders,
+                              log_dir if ship_logs else None, os.path.join(node.workdir, "profile"),
+                              node.reporter, node.ended)
         finally:
             for sampler in samplers:
                 sampler.stop()
     finally:
-        kill_process_group(proc, 0.5)
-        if output is not None:
-            output.close()
+        node.close()
+
+
+class _Node:
+    """One node's process and what it holds, in the order ``run_node`` takes them: the child (at
+    once), the connection and the reserved port (``register``), the function's start
+    (``start_function``); ``close`` lets go of all of it, whatever was reached."""
+
+    def __init__(self, plan: NodePlan, task: int, gpus: list[str]) -> None:
+        self.plan, self.task = plan, task
+        self.role, self.index = plan.roles[task]
+        if plan.attempt:  # a relaunch: what the lost attempt left on this host must not write beside us
+            kill_attempts_before(plan.run_id, plan.attempt)
+        self.gpus = gpus[: plan.gpu_counts[task]] if plan.gpu_counts else gpus
+        # the devices the node's process sees: Spark's addresses, or what they index in an inherited list
+        self.devices = visible_devices(self.gpus, os.environ.get("CUDA_VISIBLE_DEVICES"))
+        self.workdir = tempfile.mkdtemp(prefix=f"tfos-{plan.run_id}-{task}-")
+        self.result_path = os.path.join(self.workdir, "result.pkl")
+        self.proc, self.status_r, self.handoff, self.child_orders = spawn_child(plan, task, self.devices, self.workdir)
+        self.pid_file = os.path.join(pid_dir(), f"{plan.run_id}-{task}.json")
+        self.conn: channel.Connection | None = None
+        self.orders: Orders | None = None
+        self.output: ChildOutput | None = None
+        self.reservation: socket.socket | None = None
+        self.started, self.ended = threading.Event(), threading.Event()  # the child was told to go; it ended
+
+    def register(self, local_feed: LocalFeed | None) -> None:
+        """Record the child's pid, connect to the driver, hold a port for TensorFlow and register
+        with both; the child's output and the leftover report start flowing."""
+        plan, task = self.plan, self.task
+        with open(self.pid_file, "w") as f:
+            json.dump({"run_id": plan.run_id, "task": task, "role": f"{self.role}:{self.index}",
+                       "pid": self.proc.pid, "pgid": self.proc.pid, "node_pid": os.getpid(),
+                       "started": time.time()}, f)
+        self.conn = conn = channel.connect(plan.server_host, plan.server_port, plan.secret)
+        self.host = conn.sock.getsockname()[0]  # the address on which this executor reaches the driver
+        if plan.feed_buffer_bytes and self.role in FOREGROUND_ROLES:
+            serve_feed(self.proc, plan.secret, self.host, plan.feed_buffer_bytes)
+        self.reservation = socket.socket()
+        self.reservation.bind((self.host, 0))
+        conn.send(m.encode(m.Register(
+            task=task, attempt=plan.attempt, host=self.host, port=self.reservation.getsockname()[1],
+            pid=os.getpid(), gpus=tuple(self.devices), executor_id=spark_executor_id(),
+            hostname=socket.gethostname(), sees_model_dir=sees_probe(plan.model_dir_probe), **installed_versions())))
+        self.output = ChildOutput(self.proc, self.status_r, conn, local_feed)
+        self.reporter = threading.Thread(target=report_leftovers, daemon=True,
+                                         args=(plan.run_id, conn, self.host, self.started, self.ended))
+        self.reporter.start()
+        self.orders = Orders(conn)
+
+    def start_function(self, cluster: m.Cluster, log_dir: str, model_dir: str | None) -> None:
+        """Hand the child its function, arguments and ``ctx`` for ``cluster``, free the reserved
+        port (or hand it over) just before TensorFlow binds it, and tell the child to go."""
+        import cloudpickle
+
+        plan, spec = self.plan, cluster.cluster_spec
+        ctx = NodeContext(run_id=plan.run_id, executor_id=self.task, job_name=self.role, task_index=self.index,
+                          cluster_spec=spec, defaultFS=plan.default_fs, working_dir=plan.working_dir,
+                          host=self.host, spark_executor_id=spark_executor_id(), gpus=self.gpus,
+                          model_dir=model_dir, log_dir=log_dir, attempt=plan.attempt,
+                          model_dir_shared=cluster.model_dir_shared)
+        payload = os.path.join(self.workdir, "payload.pkl")
+        with open(payload, "wb") as f:
+            cloudpickle.dump({"main_fun": plan.main_fun, "args": plan.args, "ctx": ctx,
+                              "task_context": taskcontext.capture()}, f)
+        if self.handoff is not None:  # release_port=False: the function frees it (ctx.release_port())
+            hand_over_port(self.handoff, self.reservation)
+            self.handoff = None
+        self.reservation.close()
+        go = {"payload": payload, "result": self.result_path,
+              "env": {"TF_CONFIG": tf_config(spec, self.role, self.index), DEFAULT_FS_ENV: plan.default_fs,
+                      WORKING_DIR_ENV: plan.working_dir}}
+        self.proc.stdin.write((json.dumps(go) + "\n").encode())
+        self.proc.stdin.close()
+        self.conn.send(m.encode(m.NodeStateReport("running", self.proc.pid)))
+        self.started.set()
+
+    def close(self) -> None:
+        """Kill the child's process group and let go of everything the node held."""
+        kill_process_group(self.proc, 0.5)
+        if self.reservation is not None:
+            self.reservation.close()
+        if self.output is not None:
+            self.output.close()
         else:
-            os.close(status_r)
-        if handoff is not None:
-            handoff.close()
-        child_orders.close()
+            os.close(self.status_r)
+        if self.handoff is not None:
+            self.handoff.close()
+        self.child_orders.close()
         try:
-            os.remove(pid_file)
+            os.remove(self.pid_file)
         except OSError as e:
-            log.debug("could not remove the pid record %s: %s", pid_file, e)
-        shutil.rmtree(workdir, ignore_errors=True)
-        if conn is not None:
-            conn.close()
-        if orders is not None:
-            orders.join()  # its threads end with the connection
+            log.debug("could not remove the pid record %s: %s", self.pid_file, e)
+        shutil.rmtree(self.workdir, ignore_errors=True)
+        if self.conn is not None:
+            self.conn.close()
+        if self.orders is not None:
+            self.orders.join()  # its threads end with the connection
 
 
 def _supervise(plan: NodePlan, task: int, proc: subprocess.Popen, output: ChildOutput, child_orders: ChildOrders,
