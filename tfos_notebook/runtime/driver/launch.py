@@ -165,7 +165,7 @@ class Run(SparkFeeding, RunOutcome):
         if input_mode == "spark":
             from .feed.feeder import Feeder
 
-            self.feeder = Feeder(self)
+            self.feeder = Feeder(self, lambda: self._secret)
 
     # -- start ---------------------------------------------------------------------------------
     def start(self, data: Any = None, epochs: int = 1, *, predict: bool = False, keep: list[str] | None = None,

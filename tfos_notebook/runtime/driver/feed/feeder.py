@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ...wire.feed.codec import schema_for_sample
 from ...wire.feed.protocol import CONNECTION_ERRORS, tell
@@ -27,17 +28,52 @@ from ...wire.timeouts import Deadline
 from ..errors import FeedError, FeedTimeout, SparkJobError, TFOSError
 from ..events import EpochFed, FeedPlanned, FeedProgress
 from ..spark import error_summary
+
+if TYPE_CHECKING:
+    from ...wire.channel import RunSecret
+    from ..events import EventStream
+    from ..noderecord import NodeRecord
+    from ..spark.backend import SparkBackend
 from .data import DataSample, FeedSummary
 
 PROGRESS_EVENT_SECONDS = 5.0
 _NO_REPORT = FeedReport(received=0, consumed=0, buffered=0)
 
 
-class Feeder:
-    """The feeding half of a :class:`Run` whose input mode is ``spark``."""
+class FedRun(Protocol):
+    """What the feeder reads of its run (``launch.Run``)."""
 
-    def __init__(self, run) -> None:
+    run_id: str
+    name: str
+    roles: list[tuple[str, int]]
+    events: EventStream
+    backend: SparkBackend
+
+    @property
+    def job_group(self) -> str: ...
+
+    @property
+    def error(self) -> BaseException | None: ...
+
+    @property
+    def nodes(self) -> list[NodeRecord]: ...
+
+    @property
+    def done(self) -> bool: ...
+
+    @property
+    def control_address(self) -> tuple[str, int] | None: ...
+
+    def release(self) -> None: ...
+
+
+class Feeder:
+    """The feeding half of a :class:`Run` whose input mode is ``spark``; ``secret()`` is the run's
+    secret once it started (the nodes' feeds accept only connections that prove it)."""
+
+    def __init__(self, run: FedRun, secret: Callable[[], RunSecret]) -> None:
         self.run = run
+        self.secret = secret
         self._cond = threading.Condition()
         self._addresses: dict[int, tuple[str, int]] = {}
         self._progress: dict[int, tuple[float, FeedReport]] = {}
@@ -101,7 +137,7 @@ class Feeder:
             if nd.state.terminal:
                 continue
             try:
-                tell(address, self.run._secret, msg)
+                tell(address, self.secret(), msg)
             except CONNECTION_ERRORS as e:
                 if not self._ends_soon(nd):
                     self._raise_if_run_ended()
@@ -162,7 +198,7 @@ class Feeder:
                    what: str) -> tuple[list[dict], bool]:
         if source.kind == "rdd" and source.schema is None:
             return [], False  # an empty RDD: nothing to send
-        task = TrainFeed(self.run._secret, addresses, pass_id, feed_timeout + TASK_TIMEOUT_MARGIN, source.rdd_schema)
+        task = TrainFeed(self.secret(), addresses, pass_id, feed_timeout + TASK_TIMEOUT_MARGIN, source.rdd_schema)
         if source.kind == "df":
             def job():
                 return [r.asDict() for r in data.mapInArrow(task.arrow_partition, RECORD_DDL).collect()]
@@ -265,7 +301,7 @@ class Feeder:
         self._raise_if_run_ended()
         addresses = self.wait_for_feeds(feed_timeout)
         self.handed_out = True
-        secret = self.run._secret
+        secret = self.secret()
         ask = {"driver": self.run.control_address, "tasks": tuple(nd.task for nd in self.trainers())}
         if isinstance(data, RDD):
             first = data.take(1)
@@ -304,7 +340,7 @@ class Feeder:
         if not first.num_rows:
             raise FeedError("the DataFrame is empty, so the predictions' schema cannot be learned from the "
                             "nodes: pass schema= (e.g. 'prediction double')")
-        probe = InferFeed(self.run._secret, addresses, feed_timeout)
+        probe = InferFeed(self.secret(), addresses, feed_timeout)
         answers = list(probe.run(0, 0, iter(first.combine_chunks().to_batches())))
         return from_arrow_schema(answers[0][1].schema)
 
