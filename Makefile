@@ -2,7 +2,7 @@
 #   make demo   - create .venv, install, train a small model on local Spark, print its accuracy
 #   make test   - create .venv, install with test dependencies, run every test
 # and one for the edit-test loop:
-#   make check  - lint, and every test that starts no Spark application, browser or fake host (~2 min)
+#   make check  - lint, and every test that starts no Spark application, browser or fake host (~1 min)
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
