@@ -111,8 +111,7 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.cluster)
         slot = names & SPARK_FIXTURES or "cluster" in item.keywords
         item.add_marker(pytest.mark.xdist_group(SLOT_GROUP if slot else item.nodeid.split("::")[0]))
-        if (names & SPARK_FIXTURES or "cluster" in item.keywords or "multihost" in item.keywords) \
-                and "spark" not in item.keywords:
+        if (slot or "multihost" in item.keywords) and "spark" not in item.keywords:
             item.add_marker(pytest.mark.spark)
 
     items.sort(key=_order)
