@@ -115,6 +115,17 @@ def test_inference_results_keep_their_type_over_the_network(local_spark):
     cluster.shutdown()
 
 
+def test_three_fed_nodes_with_one_spare_slot_start_in_stage_each_fed_by_its_own_task(local_spark4):
+    """local[4] has a slot beside three nodes, but a feed over the network through one slot deals
+    the partitions of one node at a time, and a synchronous strategy's nodes fed first would wait in
+    their all-reduce for the others (TensorFlowOnSpark's examples on local[3] hung so)."""
+    sc = local_spark4.sparkContext
+    cluster = TFCluster.run(sc, numpy_squares, {"pairs": False}, num_executors=3, input_mode=InputMode.SPARK)
+    assert cluster.in_stage
+    assert cluster.inference(sc.parallelize(ROWS, 6)).sum() == EXPECTED
+    cluster.shutdown()
+
+
 def test_tuple_results_stay_tuples_when_fed_in_stage(local_spark):
     sc = local_spark.sparkContext
     cluster = TFCluster.run(sc, numpy_squares, {"pairs": True}, num_executors=2, input_mode=InputMode.SPARK)

@@ -59,19 +59,26 @@ def write_mnist_files(spark, out_dir: str, mnist_path: str | None = None, partit
     from ..peers.dfutil import saveAsTFRecords
 
     x_train, y_train, x_test, y_test = mnist_arrays(mnist_path)
-    sets = {"train": (np.tile(x_train, (repeat, 1)), np.tile(y_train, repeat)), "test": (x_test, y_test)}
+    # Each set crosses the driver once; Spark itself makes the ``repeat`` copies.
+    sets = {"train": (x_train, y_train, repeat), "test": (x_test, y_test, 1)}
     paths = {}
-    for name, (x, y) in sets.items():
+    for name, (x, y, copies) in sets.items():
         if "csv" in formats:
             lines = [f"{label}," + ",".join(map(str, image)) for image, label in zip(x.tolist(), y.tolist(), strict=True)]
             paths[f"csv/{name}"] = path = os.path.join(out_dir, "csv", name)
-            spark.createDataFrame(pa.table({"value": lines})).repartition(partitions).write.text(path)
+            _copies(spark, pa.table({"value": lines}), copies).repartition(partitions).write.text(path)
         if "tfr" in formats:
             labels = _int64_lists(np.eye(10, dtype=np.int64)[y]) if one_hot else pa.array(y, pa.int64())
-            df = spark.createDataFrame(pa.table({"label": labels, "image": _int64_lists(x)}))  # Arrow: no pickled rows
+            df = _copies(spark, pa.table({"label": labels, "image": _int64_lists(x)}), copies)  # Arrow: no pickled rows
             paths[f"tfr/{name}"] = path = os.path.join(out_dir, "tfr", name)
             saveAsTFRecords(df.repartition(partitions), path)
     return paths
+
+
+def _copies(spark, table, copies: int):
+    """``table`` as a DataFrame of ``copies`` copies of its rows, made by Spark's tasks."""
+    df = spark.createDataFrame(table)
+    return df if copies == 1 else df.crossJoin(spark.range(copies)).select(*table.column_names)
 
 
 def _int64_lists(matrix):

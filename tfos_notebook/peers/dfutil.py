@@ -45,11 +45,12 @@ def isLoadedDF(df: Any) -> bool:  # noqa: N802  (TensorFlowOnSpark's name)
 
 def _feature(tf: Any, name: str, dtype: str, value: Any) -> Any:
     element = dtype[len("array<"):-1] if dtype.startswith("array<") else dtype
-    values = [] if value is None else list(value) if dtype.startswith("array<") else [value]
+    values = [] if value is None else value if dtype.startswith("array<") else [value]
     if element in FLOAT_TYPES:
         return tf.train.Feature(float_list=tf.train.FloatList(value=values))
     if element in INT_TYPES:
-        return tf.train.Feature(int64_list=tf.train.Int64List(value=[int(v) for v in values]))
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=[int(v) for v in values]
+                                                            if isinstance(values, list) else values))
     if element == "binary":
         return tf.train.Feature(bytes_list=tf.train.BytesList(value=[bytes(v) for v in values]))
     if element == "string":
@@ -84,22 +85,45 @@ class toTFExample:  # noqa: N801  (TensorFlowOnSpark's name: toTFExample(dtypes)
             yield bytearray(example.SerializeToString()), None
 
 
+def _column(array: Any, dtype: str) -> list:
+    """One Arrow column of a batch as the per-row values ``_feature`` takes: numeric arrays as numpy
+    slices of the column's one flat buffer (no Python number per element), the rest as Python values."""
+    element = dtype[len("array<"):-1] if dtype.startswith("array<") else dtype
+    if not dtype.startswith("array<") or element in BYTES_TYPES:
+        return array.to_pylist()
+    import numpy as np
+
+    flat = array.values.to_numpy(zero_copy_only=False).astype(np.float64 if element in FLOAT_TYPES else np.int64)
+    offsets = array.offsets.to_numpy()
+    valid = array.is_valid().to_numpy(zero_copy_only=False)
+    return [flat[offsets[i]:offsets[i + 1]] if valid[i] else None for i in range(len(array))]
+
+
 class _WritePartition:
-    """Writes one partition's examples to ``<output_dir>/part-r-<index>`` with TensorFlow's writer."""
+    """Writes one partition's examples to ``<output_dir>/part-r-<partition>`` with TensorFlow's
+    writer: the ``mapInArrow`` function of :func:`saveAsTFRecords` (Arrow batches in, no pickled
+    rows), yielding the count it wrote."""
 
     def __init__(self, output_dir: str, dtypes: list[tuple[str, str]]) -> None:
-        self.output_dir, self.to_example = output_dir.rstrip("/"), toTFExample(dtypes)
+        check_dtypes(dtypes)
+        self.output_dir, self.dtypes = output_dir.rstrip("/"), list(dtypes)
 
-    def __call__(self, index: int, rows: Iterable) -> Iterator[int]:
+    def __call__(self, batches: Iterable) -> Iterator[Any]:
+        import pyarrow as pa
         import tensorflow as tf
+        from pyspark import TaskContext
 
         tf.io.gfile.makedirs(self.output_dir)
         count = 0
-        with tf.io.TFRecordWriter(f"{self.output_dir}/{PART.format(index)}") as writer:
-            for record, _ in self.to_example(rows):
-                writer.write(bytes(record))
-                count += 1
-        yield count
+        with tf.io.TFRecordWriter(f"{self.output_dir}/{PART.format(TaskContext.get().partitionId())}") as writer:
+            for batch in batches:
+                columns = [_column(batch.column(i), dtype) for i, (_, dtype) in enumerate(self.dtypes)]
+                for values in zip(*columns, strict=True):
+                    features = {name: _feature(tf, name, dtype, value)
+                                for (name, dtype), value in zip(self.dtypes, values, strict=True)}
+                    writer.write(tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString())
+                count += batch.num_rows
+        yield pa.RecordBatch.from_pydict({"records": [count]}, schema=pa.schema([("records", pa.int64())]))
 
 
 def saveAsTFRecords(df: Any, output_dir: str) -> int:  # noqa: N802
@@ -114,7 +138,8 @@ def saveAsTFRecords(df: Any, output_dir: str) -> int:  # noqa: N802
     check_dtypes(df.dtypes)
     if backend_for(df.sparkSession).hadoop_fs(output_dir).list_sizes():
         raise ConfigError(f"{output_dir} already exists and holds files: remove it or save to another directory")
-    return sum(df.rdd.mapPartitionsWithIndex(_WritePartition(output_dir, df.dtypes)).collect())
+    written = df.mapInArrow(_WritePartition(output_dir, df.dtypes), "records long").collect()
+    return sum(row.records for row in written)
 
 
 def infer_schema(example: Any, binary_features: list[str] | None = None) -> Any:

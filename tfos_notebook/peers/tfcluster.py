@@ -2,11 +2,12 @@
 ``train``/``inference`` feed it Spark data (InputMode.SPARK) and whose ``shutdown`` waits for it.
 Existing TFoS programs change only their import line.
 
-InputMode.SPARK on a cluster with no task slot beyond the nodes' (TensorFlowOnSpark's own layout,
-one core per executor; or any cluster where every task needs a GPU) cannot feed from extra Spark
-tasks: there, ``run`` returns at once and the gang starts when the data arrives, in ``train`` or
-``inference``, each node fed by its own task (``Run.start(data)``, in-stage feeding). With spare
-slots the nodes start in ``run`` and are fed over the network, as often as ``train`` is called."""
+InputMode.SPARK on a cluster without a task slot beyond the nodes' for every fed node
+(TensorFlowOnSpark's own layout, one core per executor; local[3] for two nodes; or any cluster where
+every task needs a GPU) cannot feed every node at once from extra Spark tasks: there, ``run`` returns
+at once and the gang starts when the data arrives, in ``train`` or ``inference``, each node fed by
+its own task (``Run.start(data)``, in-stage feeding). With the spare slots the nodes start in ``run``
+and are fed over the network, as often as ``train`` is called."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from ..runtime.driver import preflight
 from ..runtime.driver.feed.data import FeedSummary
 from ..runtime.driver.launch import Run
 from ..runtime.driver.lifecycle import RunState
+from ..runtime.wire.plan import FOREGROUND_ROLES
 
 if TYPE_CHECKING:
     from ..tensorboard.attach import TensorBoardHandle
@@ -172,9 +174,10 @@ def run(sc, map_fun, tf_args, num_executors: int, num_ps: int = 0, tensorboard: 
             ``cluster.tensorboard_url()``); it stops 15 minutes after the run ends, or when this
             process exits.
         input_mode: ``InputMode.SPARK`` to feed the nodes with ``train``/``inference``: with a task
-            slot to spare beside the nodes they start now and are fed over the network; without
-            one (one slot per node, or every task needing a GPU) they start with the data in the
-            first ``train``/``inference`` call, each fed by its own task. ``InputMode.TENSORFLOW``
+            slot to spare beside the nodes for every fed node they start now and are fed over the
+            network; with fewer (one slot per node, local[3] for two nodes, or every task needing a
+            GPU) they start with the data in the first ``train``/``inference`` call, each fed by its
+            own task. ``InputMode.TENSORFLOW``
             otherwise.
         reservation_timeout: seconds for all nodes to register before failing with findings.
         driver_ps_nodes: refused (``ConfigError``): ps nodes run on executors.
@@ -225,7 +228,10 @@ def _attach(run: Run, tensorboard: bool) -> TensorBoardHandle | None:
 
 
 def _slot_to_spare(run: Run, num_nodes: int) -> bool:
-    """Whether the cluster runs more tasks at once than the nodes hold (executors still starting
-    get the run's ``preflight_wait``)."""
-    preflight.wait_for_executors(run.backend, num_nodes + 1, run.preflight_wait)
-    return run.backend.cluster().total_slots > num_nodes
+    """Whether the cluster runs, beside the nodes, a feeding task for every fed node at once
+    (executors still starting get the run's ``preflight_wait``). With fewer, the network feed deals
+    the partitions of one node at a time, and under a synchronous strategy the nodes fed first wait
+    in their all-reduce for nodes whose data never comes: the nodes start in-stage instead."""
+    fed = sum(role in FOREGROUND_ROLES for role, _ in run.roles)
+    preflight.wait_for_executors(run.backend, num_nodes + fed, run.preflight_wait)
+    return run.backend.cluster().total_slots >= num_nodes + fed
