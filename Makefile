@@ -109,7 +109,7 @@ clean:
 NPM ?= npm
 CHROMIUM ?= /usr/bin/chromium
 LABEXT_BUILT := tfos_notebook/labextension/package.json
-LABEXT_SOURCES := $(wildcard labextension/src/*.ts labextension/style/*) labextension/package.json labextension/tsconfig.json
+LABEXT_SOURCES := $(wildcard labextension/src/*.ts labextension/style/* labextension/schema/*.json) labextension/package.json labextension/tsconfig.json
 
 labext: $(LABEXT_BUILT)
 

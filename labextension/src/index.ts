@@ -1,11 +1,21 @@
 import { ILayoutRestorer, JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { ICommandPalette, InputDialog, Notification, WidgetTracker } from '@jupyterlab/apputils';
+import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { listIcon } from '@jupyterlab/ui-components';
 
 import { RunsApi } from './api';
 import { RunsSidebar } from './runsSidebar';
 import { TensorBoardPanel } from './tensorboardPanel';
-import { CommandIDs, IRun, TENSORBOARD_TRACKER } from './tokens';
+import {
+  CommandIDs,
+  DEFAULT_SETTINGS,
+  IRun,
+  ITfosRuns,
+  ITfosSettings,
+  TENSORBOARD_TRACKER
+} from './tokens';
+
+const PLUGIN_ID = 'tfos-notebook:plugin';
 
 /** Let the user pick one of `runs` by name (undefined when cancelled or there is none). */
 async function pickRun(runs: IRun[], title: string): Promise<IRun | undefined> {
@@ -18,23 +28,41 @@ async function pickRun(runs: IRun[], title: string): Promise<IRun | undefined> {
   return choice.button.accept ? runs[labels.indexOf(choice.value ?? '')] : undefined;
 }
 
+/** The settings in `composite` (the registry's, defaults included), each checked. */
+function readSettings(composite: Partial<Record<keyof ITfosSettings, unknown>>): ITfosSettings {
+  const number = (value: unknown, fallback: number) =>
+    typeof value === 'number' && value > 0 ? value : fallback;
+  return {
+    pollInterval: number(composite.pollInterval, DEFAULT_SETTINGS.pollInterval),
+    liveReload:
+      typeof composite.liveReload === 'boolean'
+        ? composite.liveReload
+        : DEFAULT_SETTINGS.liveReload,
+    liveReloadInterval: number(composite.liveReloadInterval, DEFAULT_SETTINGS.liveReloadInterval)
+  };
+}
+
 /**
  * The plugin: a runs sidebar in the left area, one TensorBoard panel per run in the main area
  * (restored after a reload), and palette commands to open them and to stop a run. Everything comes
- * from the server extension's REST API.
+ * from the server extension's REST API. Its settings (`schema/plugin.json`) apply as they change;
+ * it provides `ITfosRuns` for other plugins.
  */
-const plugin: JupyterFrontEndPlugin<void> = {
-  id: 'tfos-notebook:plugin',
+const plugin: JupyterFrontEndPlugin<ITfosRuns> = {
+  id: PLUGIN_ID,
   description: 'TensorBoard panels and a runs sidebar for tfos_notebook runs',
   autoStart: true,
-  optional: [ICommandPalette, ILayoutRestorer],
+  provides: ITfosRuns,
+  optional: [ICommandPalette, ILayoutRestorer, ISettingRegistry],
   activate: (
     app: JupyterFrontEnd,
     palette: ICommandPalette | null,
-    restorer: ILayoutRestorer | null
-  ) => {
+    restorer: ILayoutRestorer | null,
+    settingRegistry: ISettingRegistry | null
+  ): ITfosRuns => {
     const api = new RunsApi();
     const tracker = new WidgetTracker<TensorBoardPanel>({ namespace: TENSORBOARD_TRACKER });
+    let settings: ITfosSettings = { ...DEFAULT_SETTINGS };
 
     // One panel per run: focus the open one, else fetch the run for its TensorBoard URL.
     const openTensorBoard = async (which: string): Promise<TensorBoardPanel | undefined> => {
@@ -54,7 +82,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
         Notification.warning(`Run ${run.name} has no TensorBoard (yet).`, { autoClose: 5000 });
         return undefined;
       }
-      const panel = new TensorBoardPanel(run, run.tensorboard_url);
+      const panel = new TensorBoardPanel(run, run.tensorboard_url, settings);
       void tracker.add(panel);
       app.shell.add(panel, 'main');
       app.shell.activateById(panel.id);
@@ -81,13 +109,32 @@ const plugin: JupyterFrontEndPlugin<void> = {
       }
     };
 
-    const sidebar = new RunsSidebar(api, {
-      openTensorBoard: run => void openTensorBoard(run.run_id),
-      stop: stopRun,
-      clearEnded
-    });
+    const sidebar = new RunsSidebar(
+      api,
+      {
+        openTensorBoard: run => void openTensorBoard(run.run_id),
+        stop: stopRun,
+        clearEnded
+      },
+      settings.pollInterval
+    );
     sidebar.title.icon = listIcon;
     app.shell.add(sidebar, 'left', { rank: 900 });
+
+    if (settingRegistry) {
+      const apply = (loaded: ISettingRegistry.ISettings) => {
+        settings = readSettings(loaded.composite as Partial<Record<keyof ITfosSettings, unknown>>);
+        sidebar.pollInterval = settings.pollInterval;
+        tracker.forEach(panel => panel.configure(settings));
+      };
+      settingRegistry
+        .load(PLUGIN_ID)
+        .then(loaded => {
+          apply(loaded);
+          loaded.changed.connect(apply);
+        })
+        .catch(reason => console.warn(`tfos-notebook: its settings could not be read (${reason})`));
+    }
 
     app.commands.addCommand(CommandIDs.openRuns, {
       label: 'TFOS: Open runs',
@@ -137,6 +184,16 @@ const plugin: JupyterFrontEndPlugin<void> = {
         name: panel => panel.runId
       });
     }
+
+    return {
+      get runs() {
+        return sidebar.runs;
+      },
+      runsChanged: sidebar.runsChanged,
+      refresh: () => sidebar.refresh(),
+      openTensorBoard,
+      stopRun
+    };
   }
 };
 

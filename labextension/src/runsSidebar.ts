@@ -1,10 +1,20 @@
+import {
+  clearIcon,
+  LabIcon,
+  launchIcon,
+  refreshIcon,
+  SidePanel,
+  stopIcon,
+  ToolbarButton
+} from '@jupyterlab/ui-components';
 import { Poll } from '@lumino/polling';
-import { Widget } from '@lumino/widgets';
+import { ISignal, Signal } from '@lumino/signaling';
+import { Panel, Widget } from '@lumino/widgets';
 
 import { RunsApi } from './api';
 import { RunsApiError } from './errors';
 import { formatDuration, sparkline } from './sparkline';
-import { IRun, IRunPace, POLL_INTERVAL_MS, RUNS_SIDEBAR_ID } from './tokens';
+import { IRun, IRunPace, RUNS_SIDEBAR_ID } from './tokens';
 
 /** `12.3 steps/s · 394 examples/s · ETA 0:42` (on an ended run: its totals and average rates). */
 export function paceText(pace: IRunPace, ended: boolean): string {
@@ -33,46 +43,72 @@ export interface IRunActions {
 /**
  * The left-area list of runs: name, state, a findings badge, node count and elapsed time, last
  * step and loss with a small loss curve, and the actions that apply (TensorBoard while the run has
- * one, Stop while it goes on); a button clears the ended runs. Polls the REST API while it is
- * visible; says so plainly when the server has no tfos_notebook extension.
+ * one, Stop while it goes on); its toolbar refreshes the list and clears the ended runs. Polls the
+ * REST API while it is visible, every `pollInterval` milliseconds; says so plainly when the server
+ * has no tfos_notebook extension.
  */
-export class RunsSidebar extends Widget {
+export class RunsSidebar extends SidePanel {
   private readonly list = document.createElement('ul');
   private readonly message = document.createElement('div');
-  private readonly clear = document.createElement('button');
+  private readonly clear: ToolbarButton;
   private readonly poll: Poll;
+  private readonly changed = new Signal<this, readonly IRun[]>(this);
   private _runs: IRun[] = [];
 
   constructor(
     private readonly api: RunsApi,
-    private readonly actions: IRunActions
+    private readonly actions: IRunActions,
+    pollInterval: number
   ) {
-    super();
+    super({ content: new Panel() });
     this.id = RUNS_SIDEBAR_ID;
     this.addClass('tfos-RunsSidebar');
     this.title.caption = 'TFOS runs';
-    const header = document.createElement('div');
-    header.className = 'tfos-RunsSidebar-header';
-    const title = document.createElement('h2');
-    title.textContent = 'TFOS runs';
-    this.clear.className = 'jp-mod-styled tfos-RunsSidebar-clear';
-    this.clear.textContent = 'Clear ended';
-    this.clear.title = 'Remove the finished, failed, stopped and lost runs from the list';
-    this.clear.addEventListener('click', async () => {
-      this.clear.disabled = true;
-      await this.actions.clearEnded();
-      await this.refresh();
+    const heading = new Widget({ node: document.createElement('h2') });
+    heading.node.textContent = 'TFOS runs';
+    this.header.addWidget(heading);
+    this.clear = new ToolbarButton({
+      icon: clearIcon,
+      label: 'Clear ended',
+      className: 'tfos-RunsSidebar-clear',
+      tooltip: 'Remove the finished, failed, stopped and lost runs from the list',
+      enabled: false,
+      onClick: async () => {
+        this.clear.enabled = false;
+        await this.actions.clearEnded();
+        await this.refresh();
+      }
     });
-    header.append(title, this.clear);
+    const refresh = new ToolbarButton({
+      icon: refreshIcon,
+      className: 'tfos-RunsSidebar-refresh',
+      tooltip: 'Fetch the runs now',
+      onClick: () => void this.poll.refresh()
+    });
+    this.toolbar.addItem('refresh', refresh);
+    this.toolbar.addItem('clear', this.clear);
+    const body = new Widget();
+    body.addClass('tfos-RunsSidebar-body');
     this.message.className = 'tfos-RunsSidebar-message';
     this.list.className = 'tfos-RunsSidebar-list';
-    this.node.append(header, this.message, this.list);
+    body.node.append(this.message, this.list);
+    this.addWidget(body);
     this.poll = new Poll({
       factory: () => this.refresh(),
-      frequency: { interval: POLL_INTERVAL_MS, backoff: true, max: 30 * POLL_INTERVAL_MS },
+      frequency: { interval: pollInterval, backoff: true, max: 30 * pollInterval },
       // Idle while the sidebar is collapsed or the browser tab hidden.
       standby: () => !this.isVisible || 'when-hidden'
     });
+  }
+
+  /** Emitted with the runs after each fetch. */
+  get runsChanged(): ISignal<this, readonly IRun[]> {
+    return this.changed;
+  }
+
+  /** Poll every `interval` milliseconds from now on (backing off up to 30 times that). */
+  set pollInterval(interval: number) {
+    this.poll.frequency = { interval, backoff: true, max: 30 * interval };
   }
 
   /** The runs as last fetched, newest first. */
@@ -89,6 +125,7 @@ export class RunsSidebar extends Widget {
       );
     } catch (error) {
       this._runs = [];
+      this.changed.emit(this._runs);
       this.showMessage(
         error instanceof RunsApiError ? error.message : `Cannot reach the runs API: ${error}`,
         true
@@ -99,6 +136,7 @@ export class RunsSidebar extends Widget {
       }
       throw error; // the poll backs off
     }
+    this.changed.emit(this._runs);
     this.render();
   }
 
@@ -128,7 +166,7 @@ export class RunsSidebar extends Widget {
 
   private render(): void {
     this.list.replaceChildren(...this.ordered().map(run => this.row(run)));
-    this.clear.disabled = !this._runs.some(run => run.ended);
+    this.clear.enabled = this._runs.some(run => run.ended);
   }
 
   private row(run: IRun): HTMLLIElement {
@@ -183,7 +221,7 @@ export class RunsSidebar extends Widget {
     actions.className = 'tfos-RunRow-actions';
     const training = run.kind !== 'evaluation';
     if (training && run.tensorboard_url) {
-      const open = this.button('TensorBoard', 'tfos-RunRow-tensorboard', () =>
+      const open = this.button('TensorBoard', launchIcon, 'tfos-RunRow-tensorboard', () =>
         this.actions.openTensorBoard(run)
       );
       open.title = "Open the run's TensorBoard";
@@ -193,7 +231,7 @@ export class RunsSidebar extends Widget {
       actions.append(this.mlflowLink(run, run.mlflow_url));
     }
     if (training && !run.ended) {
-      const stop = this.button('Stop', 'tfos-RunRow-stop', async () => {
+      const stop = this.button('Stop', stopIcon, 'tfos-RunRow-stop', async () => {
         stop.disabled = true;
         await this.actions.stop(run);
         await this.refresh();
@@ -239,10 +277,16 @@ export class RunsSidebar extends Widget {
     return [bar, line];
   }
 
-  private button(label: string, className: string, onClick: () => void): HTMLButtonElement {
+  /** A row's action: its icon (the toolkit's) before its label. */
+  private button(
+    label: string,
+    icon: LabIcon,
+    className: string,
+    onClick: () => void
+  ): HTMLButtonElement {
     const button = document.createElement('button');
     button.className = `jp-mod-styled ${className}`;
-    button.textContent = label;
+    button.append(icon.element({ tag: 'span', className: 'tfos-RunRow-icon' }), label);
     button.addEventListener('click', onClick);
     return button;
   }

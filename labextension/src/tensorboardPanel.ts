@@ -1,8 +1,9 @@
 import { IFrame, MainAreaWidget } from '@jupyterlab/apputils';
+import { Poll } from '@lumino/polling';
 
 import {
   IRun,
-  LIVE_RELOAD_MS,
+  ITfosSettings,
   TENSORBOARD_DASHBOARD,
   TENSORBOARD_GROUP,
   TENSORBOARD_GROUP_FOLDED,
@@ -19,9 +20,10 @@ import {
  *
  * TensorBoard's page re-fetches its data every 30 s at best (its settings refuse a shorter
  * period), while the driver's TensorBoard has a new point within about a second. So while the
- * panel is visible it presses TensorBoard's own reload button every `LIVE_RELOAD_MS`: the frame
- * is same-origin (behind jupyter-server-proxy), and without the button (another TensorBoard
- * release) the panel just falls back to TensorBoard's own period. A page opened before the run
+ * panel is visible it presses TensorBoard's own reload button every `liveReloadInterval`
+ * milliseconds (the settings' `liveReload` turns this off): the frame is same-origin (behind
+ * jupyter-server-proxy), and without the button (another TensorBoard release) the panel just falls
+ * back to TensorBoard's own period. A page opened before the run
  * wrote anything ("No dashboards are active") shows the run's dashboards on the next press.
  *
  * The Time Series dashboard opens the first two tag groups of its first load that has any and
@@ -32,11 +34,13 @@ import {
 export class TensorBoardPanel extends MainAreaWidget<IFrame> {
   /** The run shown; the restorer re-opens the panel from it after a reload. */
   readonly runId: string;
-  private readonly timer: number;
+  /** Presses the reload button; standing by while the panel is hidden or not live. */
+  private readonly poll: Poll;
+  private live: boolean;
   /** The tag groups TensorBoard's page has shown, by name; undefined until it showed some. */
   private groups: Set<string> | undefined;
 
-  constructor(run: IRun, url: string) {
+  constructor(run: IRun, url: string, settings: Readonly<ITfosSettings>) {
     const content = new IFrame({
       sandbox: [...TENSORBOARD_SANDBOX],
       referrerPolicy: 'same-origin'
@@ -50,14 +54,22 @@ export class TensorBoardPanel extends MainAreaWidget<IFrame> {
     this.title.label = `TensorBoard: ${run.name}`;
     this.title.caption = `TensorBoard of run ${run.name} (${run.run_id})\n${url}`;
     this.title.closable = true;
-    this.timer = window.setInterval(() => this.reload(), LIVE_RELOAD_MS);
+    this.live = settings.liveReload;
+    this.poll = new Poll({
+      factory: async () => this.reload(),
+      frequency: { interval: settings.liveReloadInterval, backoff: false },
+      standby: () => !this.live || !this.isVisible || 'when-hidden'
+    });
   }
 
-  /** Ask TensorBoard's page to fetch its data now (when visible and loaded). */
+  /** Follow changed settings: live or not, and the reload period. */
+  configure(settings: Readonly<ITfosSettings>): void {
+    this.live = settings.liveReload;
+    this.poll.frequency = { ...this.poll.frequency, interval: settings.liveReloadInterval };
+  }
+
+  /** Ask TensorBoard's page to fetch its data now (once it is loaded). */
   reload(): void {
-    if (!this.isVisible || document.hidden) {
-      return;
-    }
     const frame = this.content.node.querySelector('iframe');
     let page: Document | null | undefined;
     try {
@@ -99,7 +111,7 @@ export class TensorBoardPanel extends MainAreaWidget<IFrame> {
   }
 
   dispose(): void {
-    window.clearInterval(this.timer);
+    this.poll.dispose();
     super.dispose();
   }
 }

@@ -1,6 +1,11 @@
 /**
- * Constants shared by the extension's parts, and the shape of a run as the server sends it.
+ * The extension's service token (`ITfosRuns`), its settings, constants shared by its parts, and the
+ * shape of a run as the server sends it.
  */
+
+import { Token } from '@lumino/coreutils';
+import { ISignal } from '@lumino/signaling';
+import { Widget } from '@lumino/widgets';
 
 /** Path of the server extension's REST API under the server's base URL. */
 export const API_PATH = 'tfos-notebook/api';
@@ -17,9 +22,6 @@ export const TENSORBOARD_SANDBOX = [
   'allow-popups',
   'allow-forms'
 ] as const;
-
-/** How often an open, visible TensorBoard panel reloads TensorBoard's data (milliseconds). */
-export const LIVE_RELOAD_MS = 1000;
 
 /**
  * The dashboard a panel opens at. Without one TensorBoard picks the first dashboard with data when
@@ -40,8 +42,23 @@ export const TENSORBOARD_GROUP_TOGGLE = 'button.group-toolbar';
 
 /** The icon of a folded group's header (an open group shows `expand_less_24px`). */
 export const TENSORBOARD_GROUP_FOLDED = 'mat-icon[svgicon="expand_more_24px"]';
-/** How often the runs sidebar asks the server for the runs (milliseconds). */
-export const POLL_INTERVAL_MS = 2000;
+
+/** The extension's settings (`schema/plugin.json`, whose defaults these are). */
+export interface ITfosSettings {
+  /** How often the runs sidebar asks the server for the runs while visible (milliseconds). */
+  pollInterval: number;
+  /** Whether an open, visible TensorBoard panel reloads TensorBoard's data itself. */
+  liveReload: boolean;
+  /** How often it does (milliseconds). */
+  liveReloadInterval: number;
+}
+
+/** The settings until (or without) the settings registry's. */
+export const DEFAULT_SETTINGS: Readonly<ITfosSettings> = {
+  pollInterval: 2000,
+  liveReload: true,
+  liveReloadInterval: 1000
+};
 
 /** Ids of the extension's commands. */
 export namespace CommandIDs {
@@ -121,3 +138,26 @@ export interface IRun {
   /** Why its MLflow logging failed, if it did. */
   mlflow_error?: string | null;
 }
+
+/**
+ * The runs the extension lists, and what it does with them: what its plugin provides for other
+ * plugins (a status bar item, a command of another extension...) to require.
+ */
+export interface ITfosRuns {
+  /** The runs as last fetched, newest first. */
+  readonly runs: readonly IRun[];
+  /** Emitted with the runs after each fetch. */
+  readonly runsChanged: ISignal<unknown, readonly IRun[]>;
+  /** Fetch the runs now. */
+  refresh(): Promise<void>;
+  /** Open the TensorBoard panel of the run with this id (or focus the open one). */
+  openTensorBoard(runId: string): Promise<Widget | undefined>;
+  /** Ask the kernel that runs `run` to stop it. */
+  stopRun(run: IRun): Promise<void>;
+}
+
+/** The token of the tfos_notebook runs service. */
+export const ITfosRuns = new Token<ITfosRuns>(
+  'tfos-notebook:ITfosRuns',
+  'The tfos_notebook runs listed by the runs sidebar, and the actions on them.'
+);

@@ -14,13 +14,12 @@ from tfos_notebook.runtime.wire.feed.codec import (
     batches_of_rows,
     column_to_numpy,
     read_stream,
-    result_values,
-    results_to_batch,
     row_kind,
     rows_to_batch,
     schema_for_sample,
     slices,
 )
+from tfos_notebook.runtime.wire.feed.predictions import result_values, results_to_batch
 
 
 def test_rdd_rows_keep_their_kind_through_arrow():

@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from test_lifecycle import FakeNode, start
 
 from tfos_notebook.runtime.driver.errors import ChannelError
-from tfos_notebook.runtime.wire import channel
+from tfos_notebook.runtime.wire import channel, handshake
 from tfos_notebook.runtime.wire import messages as m
 
 pytestmark = pytest.mark.fuzz
@@ -73,7 +73,7 @@ def client_hello(secret: bytes, server_hello: bytes) -> bytes:
     """The framed hello a client with ``secret`` sends in answer to the framed ``server_hello``."""
     nonce = os.urandom(32)
     server_nonce = msgpack.unpackb(server_hello[HEADER.size:])["nonce"]
-    return frame(msgpack.packb({"nonce": nonce, "proof": channel._proof(secret, b"client", server_nonce, nonce)}))
+    return frame(msgpack.packb({"nonce": nonce, "proof": handshake.proof(secret, b"client", server_nonce, nonce)}))
 
 
 wrong_hellos = st.fixed_dictionaries(
@@ -189,7 +189,7 @@ def test_a_run_in_flight_finishes_with_its_result_while_its_control_port_is_fuzz
     run.wait_for_reservations(10)
     plan = run.plan(run.attempt)
     address = (plan.server_host, plan.server_port)
-    server = run._server
+    server = run.control.server
     fuzzer = channel.connect(*address, plan.secret, timeout=5)
     unauthenticated = authenticated = 0
 
@@ -255,7 +255,7 @@ def test_a_registered_node_sending_nonsense_never_ends_the_run_nor_writes_outsid
 
     nonsense()
     # refused by the protocol or the coordinator, or (unsafe file names) by the mirror; others were handled
-    assert settles(lambda: 0 < run._server.malformed < 200 and mirror.rejected > 0)
+    assert settles(lambda: 0 < run.control.server.malformed < 200 and mirror.rejected > 0)
     release.set()
     assert run.wait(10) == 42
     assert run.node_states() == {"chief:0": "finished", "worker:0": "finished", "worker:1": "finished"}

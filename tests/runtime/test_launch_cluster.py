@@ -26,7 +26,7 @@ def slow_echo(args, ctx):
 def test_bad_connections_are_rejected_while_a_run_in_flight_completes(standalone):
     run = Run(standalone.sparkContext, slow_echo, 4, 2).start()
     assert run.events.wait_for(lambda evs: any(isinstance(e, ClusterReady) for e in evs), timeout=60)
-    address = run._server.address
+    address = run.control.server.address
     # 1. a client that does not know the secret
     with pytest.raises((channel.ChannelError, OSError)):
         channel.connect(*address, channel.new_secret()).recv()
@@ -38,7 +38,7 @@ def test_bad_connections_are_rejected_while_a_run_in_flight_completes(standalone
     big = socket.create_connection(address)
     big.recv(1024)
     big.sendall(struct.pack(">I", 1 << 30))
-    assert eventually(lambda: run._server.rejected >= 3, timeout=10)
+    assert eventually(lambda: run.control.server.rejected >= 3, timeout=10)
     results = run.wait(120)
     assert run.state == "finished" and results is not None
     raw.close()

@@ -409,7 +409,7 @@ def test_a_malformed_message_is_counted_and_the_node_is_not_lost():
 
     run = start(script)
     assert run.wait(10) == 0
-    assert run._server.malformed == 6 and run._server.rejected == 0
+    assert run.control.server.malformed == 6 and run.control.server.rejected == 0
     assert run.backend.jobs == 1
 
 
@@ -628,7 +628,7 @@ def test_every_message_survives_the_wire():
 
 def test_unauthenticated_garbage_never_reaches_the_run():
     run = start(finish_with(7))
-    raw = socket.create_connection((run._server.host, run._server.port))
+    raw = socket.create_connection((run.control.server.host, run.control.server.port))
     raw.recv(1024)
     raw.sendall(struct.pack(">I", 5) + b"\xc1" * 5)
     assert run.wait(10) == 7

@@ -9,7 +9,8 @@ import pytest
 from tfos_notebook.runtime import ConfigError, plan_roles
 from tfos_notebook.runtime.driver.diagnose import ExecutorInfo, Snapshot, diagnose, slot_wait_finding
 from tfos_notebook.runtime.driver.finding import blockers
-from tfos_notebook.runtime.node.ctx import NodeContext, absolute_path, tf_config
+from tfos_notebook.runtime.node.ctx import NodeContext, absolute_path
+from tfos_notebook.runtime.node.task import tf_config
 
 
 def test_roles_are_assigned_ps_then_chief_then_evaluator_then_workers():

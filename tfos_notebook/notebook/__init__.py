@@ -12,7 +12,8 @@ from ..lazy import lazy_exports
 
 _EXPORTS = {
     **{name: (".api", name) for name in (
-        "TrainOptions", "run_local", "show_tensorboard", "status_text", "stop_run", "train")},
+        "TrainOptions", "run_local", "status_text", "stop_run", "train")},
+    "show_tensorboard": (".boards", "show_tensorboard"),
     **{name: (".capture", name) for name in ("CellError", "capture_cell")},
     "CellFunction": ("..cellfn", "CellFunction"),
     "KernelRuns": (".runs", "KernelRuns"),

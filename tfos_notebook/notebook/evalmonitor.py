@@ -13,7 +13,7 @@ from collections import deque
 from typing import Any
 
 from .curves import curves_html
-from .monitor import LOG_STYLE, _badge
+from .monitorhtml import LOG_STYLE, badge
 
 VISIBLE_LINES = 8
 
@@ -46,11 +46,11 @@ class EvaluationMonitor:
         """Re-render from the evaluation's state and results."""
         ev = self.evaluation
         if ev is None:
-            self.header.value = "<b>evaluation</b> " + _badge("waiting")
+            self.header.value = "<b>evaluation</b> " + badge("waiting")
         else:
             failed = f", {len(ev.failures)} failed" if ev.failures else ""
             self.header.value = (f"<b>{html.escape(ev.name)}</b> of run <b>{html.escape(ev.run_name)}</b> "
-                                 f"{_badge(ev.state)} <span style='color:#6b7280'>{len(ev.results)} "
+                                 f"{badge(ev.state)} <span style='color:#6b7280'>{len(ev.results)} "
                                  f"checkpoint{'' if len(ev.results) == 1 else 's'} evaluated{failed}</span>")
             points: dict[str, list[tuple[int, float]]] = {}
             for step, metrics in list(ev.results):

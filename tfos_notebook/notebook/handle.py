@@ -8,10 +8,8 @@ the cell's lines, and output that follows the cell that waits.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 from ..cellfn import CellFunction
@@ -22,8 +20,8 @@ from . import tracker
 from .capture import cell_error
 from .frontend import OutputTarget
 from .monitor import Monitor
-from .pagewatch import PageWatch, cross_origin_frame
 from .pump import EventPump
+from .runboard import RunBoard
 from .text import TextMonitor
 from .view import timeline
 
@@ -55,8 +53,6 @@ class TrainRun:
                  target: OutputTarget | None = None) -> None:
         self.run, self.cell = run, cell
         self.target = target or OutputTarget()
-        self._tensorboard: Future | None = None  # of the TensorBoardHandle, while starting and after
-        self._tensorboard_lock = threading.Lock()
         self.monitor: Monitor | TextMonitor | None = None
         if monitor == "widget":
             self.monitor = Monitor(run.name, run.run_id, on_stop=self.stop, on_cleanup=self.kill_leftovers,
@@ -66,6 +62,7 @@ class TrainRun:
         self._pump = (EventPump(run.events, self.monitor.update, self.target, name=f"tfos-monitor-{run.run_id}")
                       if self.monitor is not None else None)
         self.registry = tracker.track(run, on_stop=self.stop)  # other kernels and JupyterLab see it
+        self.board = RunBoard(run, self.registry, self.monitor, self._to_monitor)  # its live TensorBoard
 
     def kill_leftovers(self) -> str:
         """Kill processes of earlier runs on the executors (this run's are left alone); a report."""
@@ -195,56 +192,19 @@ class TrainRun:
     # -- TensorBoard -----------------------------------------------------------------------------
     def start_tensorboard(self, wait: bool = False) -> TensorBoardHandle | None:
         """Start a live TensorBoard for this run, unless one is running or starting, and show it in
-        the monitor once it answers.
-
-        Starting takes seconds, so it happens on a thread of its own; the TensorBoard mirrors the
-        nodes' event files (see ``tfos_notebook.tensorboard.attach_tensorboard``) and stays up
-        after the run ends, so the panel keeps working, until :meth:`stop_tensorboard` or the
-        kernel exits.
-
-        Args:
-            wait: block until it answers and return it (else return it only if it already does).
+        the monitor once it answers (see :meth:`.runboard.RunBoard.start`).
 
         Raises (with ``wait``): TensorBoardError (it did not start), LogdirError (the run's log
         directory cannot be read from here), ProxyPortError.
         """
-        with self._tensorboard_lock:
-            starting = self._tensorboard
-            if starting is None or (starting.done() and _board(starting) is None):
-                if starting is not None and starting.exception() is None:
-                    starting.result().stop()  # its process died: let go of its mirror feed
-                starting = self._tensorboard = Future()
-                threading.Thread(target=self._start_tensorboard, args=(starting,), daemon=True,
-                                 name=f"tfos-tensorboard-{self.run_id}").start()
-        return starting.result() if wait else self.tensorboard
-
-    def _start_tensorboard(self, starting: Future) -> None:
-        from ..tensorboard import attach_tensorboard
-
-        try:
-            board = attach_tensorboard(self.run, keep_after_run=None)
-        except Exception as e:  # shown in the panel's place; start_tensorboard(wait=True) raises it
-            note = f"TensorBoard did not start: {str(e).splitlines()[0]}"
-            self._to_monitor(lambda monitor: monitor.tensorboard_note(note, error=True))
-            starting.set_exception(e)
-            return
-        self.registry.set_tensorboard(board)
-        try:
-            self._to_monitor(lambda monitor: monitor.show_tensorboard(board.url))
-            if isinstance(self.monitor, Monitor) and cross_origin_frame(self.run.backend.databricks()):
-                panel = self.monitor.tensorboard_panel
-                PageWatch(board.port, lambda: self._to_monitor(lambda _monitor: panel.reload()),
-                          done=lambda: board.stopped)
-        finally:  # after the monitor shows it: who waits for it finds it shown
-            starting.set_result(board)
+        return self.board.start(wait)
 
     @property
     def tensorboard(self) -> TensorBoardHandle | None:
         """This run's running TensorBoard (see ``tfos_notebook.tensorboard.TensorBoardHandle``:
         ``url``, ``port``, ``stop()``, ``add_source()``); None when it was not started, is still
         starting, did not start, or was stopped."""
-        starting = self._tensorboard
-        return _board(starting) if starting is not None and starting.done() else None
+        return self.board.current
 
     @property
     def tensorboard_url(self) -> str | None:
@@ -255,18 +215,7 @@ class TrainRun:
     def stop_tensorboard(self) -> bool:
         """Stop this run's TensorBoard (once it answers, if it is starting); False when none was
         running."""
-        with self._tensorboard_lock:
-            starting, self._tensorboard = self._tensorboard, None
-        if starting is None or starting.exception() is not None:
-            return False
-        board = starting.result()
-        running = _board(starting) is not None
-        board.stop()
-        self.registry.set_tensorboard(None)
-        if running:
-            note = f"TensorBoard stopped; %tfos_tensorboard {self.name} starts it again"
-            self._to_monitor(lambda monitor: monitor.tensorboard_note(note))
-        return running
+        return self.board.stop()
 
     def _to_monitor(self, show: Callable[[Monitor | TextMonitor], None]) -> None:
         """``show(monitor)`` from a background thread, writing to the launching cell."""
@@ -295,11 +244,3 @@ class TrainRun:
         if isinstance(self.monitor, Monitor):
             return self.monitor._repr_mimebundle_(**kwargs)
         return {"text/plain": self.summary()}
-
-
-def _board(starting: Future) -> TensorBoardHandle | None:
-    """The TensorBoard a finished start gave, while it runs (None: it failed, was stopped, or died)."""
-    if starting.exception() is not None:
-        return None
-    board = starting.result()
-    return None if board.stopped or not board.info.alive() else board

@@ -1,6 +1,6 @@
 """``%%tfos_train``, ``%%tfos_evaluate``, ``%tfos_status``, ``%tfos_runs``, ``%tfos_stop``,
 ``%tfos_tensorboard``, ``%tfos_profile``, ``%tfos_diagnose``, ``%tfos_cleanup`` and ``%tfos_config``:
-argument parsers over :mod:`.api`, :mod:`.evaluate`, the runs registry (``state/registry.py``),
+argument parsers over :mod:`.api`, :mod:`.boards`, :mod:`.evaluate`, the runs registry (``state/registry.py``),
 :mod:`.diagnostics` and :mod:`.config`.
 
 Loaded with ``%load_ext tfos_notebook``. Errors a user can meet are shown as one message, without
@@ -18,7 +18,8 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from ..errors import ConfigError, TFOSError
 from ..runtime.driver.spark import active_backend
 from ..state import registry
-from . import api, config, diagnostics, evaluate
+from . import api, boards, config, diagnostics, evaluate
+from .evalcell import evaluation_cell
 from .evalmonitor import EvaluationMonitor
 from .frontend import OutputTarget, choose_monitor
 from .runs import KernelRuns
@@ -159,7 +160,7 @@ class TFOSMagics(Magics):
         a = parse_argstring(self.tfos_evaluate, line)
         monitor = EvaluationMonitor() if choose_monitor("auto", self.shell) == "widget" else None
         try:
-            fn = evaluate.evaluation_cell(cell, self.shell.user_ns, self.shell.displayhook.prompt_count)
+            fn = evaluation_cell(cell, self.shell.user_ns, self.shell.displayhook.prompt_count)
             evaluation = evaluate.evaluate_run(a.run, fn, every=a.every, name=a.name, settle=a.settle,
                                                max_failures=a.max_failures, latest_only=a.latest_only,
                                                say=monitor.say if monitor else print,
@@ -195,7 +196,7 @@ class TFOSMagics(Magics):
         directory; ``--stop`` stops it. It runs until stopped or the kernel exits."""
         a = parse_argstring(self.tfos_tensorboard, line)
         try:
-            return api.show_tensorboard(self.runs, a.target, stop=a.stop, display=a.display, shell=self.shell)
+            return boards.show_tensorboard(self.runs, a.target, stop=a.stop, display=a.display, shell=self.shell)
         except TFOSError as e:
             raise _concise(e) from None
 

@@ -54,6 +54,23 @@ class TensorBoardHandle:
     def stopped(self) -> bool:
         return self._stopped.is_set()
 
+    def on_stop(self, undo) -> None:
+        """Call ``undo()`` when the handle stops (in the order they were added)."""
+        self._on_stop.append(undo)
+
+    def run_ended(self, keep_after_run: float | None, name: str) -> None:
+        """The run it shows ended: copy its last bytes now, and stop after ``keep_after_run``
+        seconds (None: keep serving), on a thread of its own named ``name``."""
+        self._after_run = threading.Thread(target=self._wind_down, args=(keep_after_run,), daemon=True, name=name)
+        self._after_run.start()
+
+    def _wind_down(self, keep_after_run: float | None) -> None:
+        self.sync.tick(full=True)
+        if keep_after_run is None:
+            return
+        if not self._stopped.wait(keep_after_run):
+            self.stop()
+
     def stop(self) -> None:
         """Copy what the sources still hold, stop mirroring, and stop the TensorBoard process if
         this process started it. Idempotent."""
@@ -143,26 +160,15 @@ def attach_tensorboard(run, mirror_root: str | None = None, remote_logdir: str |
     except BaseException:
         detach()
         raise
-    handle._on_stop.append(detach)
+    handle.on_stop(detach)
     run.events.publish(TensorBoardStarted(run.run_id, url=handle.url))
 
     def on_event(event) -> None:
         if isinstance(event, RunFinished) and not handle.stopped:
-            handle._after_run = threading.Thread(target=_after_run, args=(handle, keep_after_run), daemon=True,
-                                                 name=f"tfos-tb-after-{run.run_id}")
-            handle._after_run.start()
+            handle.run_ended(keep_after_run, name=f"tfos-tb-after-{run.run_id}")
 
-    handle._on_stop.append(run.events.subscribe(on_event))
+    handle.on_stop(run.events.subscribe(on_event))
     return handle
-
-
-def _after_run(handle: TensorBoardHandle, keep_after_run: float | None) -> None:
-    """Copy the last bytes now; stop the TensorBoard after the grace period."""
-    handle.sync.tick(full=True)
-    if keep_after_run is None:
-        return
-    if not handle._stopped.wait(keep_after_run):
-        handle.stop()
 
 
 def serve_logdir(logdir: str, sc: Any = None, *, mirror_root: str | None = None, port: int | None = None,

@@ -15,7 +15,7 @@ from dataclasses import asdict
 
 from ..wire import messages as m
 from ..wire.filetail import Chunk
-from ..wire.paths import node_dir_name
+from ..wire.paths import is_trace_of, node_dir_name
 from ..wire.plan import FOREGROUND_ROLES
 from ..wire.states import NodeState
 from .errors import ChannelError, NodeError, ResultError
@@ -40,13 +40,6 @@ from .nodefindings import diagnose_failure
 from .noderecord import Conn, Hooks, NodeRecord
 
 log = logging.getLogger(__name__)
-
-
-def is_trace_of(relpath: str, node_dir: str) -> bool:
-    """Whether ``relpath`` is a profiler trace of the node whose directory is ``node_dir``:
-    ``plugins/profile/<session>/<node_dir>.xplane.pb``."""
-    parts = relpath.split("/")
-    return len(parts) == 4 and parts[:2] == ["plugins", "profile"] and parts[3] == f"{node_dir}.xplane.pb"
 
 
 BACKGROUND_ROLES = ("ps", "evaluator")

@@ -1,7 +1,7 @@
 """Why a launch cannot proceed: a pure function from a snapshot of the cluster to findings.
 
 ``diagnose(snapshot)`` looks at nothing but its argument, so every finding can be tested from a
-hand-made snapshot without a cluster. ``preflight.snapshot`` fills a snapshot from a live cluster
+hand-made snapshot (``snapshot.py``) without a cluster. ``preflight.snapshot`` fills a snapshot from a live cluster
 through its Spark backend. Each kind of finding is a small rule, listed in ``RULES``. Findings
 about what the nodes report are in ``nodefindings.py``, about Databricks compute in
 ``databricksfindings.py``.
@@ -10,101 +10,13 @@ about what the nodes report are in ``nodefindings.py``, about Databricks compute
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
-from ..wire.orphans import Leftover
 from .databricksfindings import compute_findings
 from .finding import BLOCKER, WARNING, Finding, blockers, tail
 from .nodefindings import leftover_findings, version_findings
-from .spark.backend import ExecutorInfo
-from .spark.databricks import DatabricksContext
+from .snapshot import ExecutorInfo, Snapshot, executor_lines
 
-
-@dataclass(frozen=True)
-class Snapshot:
-    """What is known about the cluster and the launch at one moment.
-
-    Args:
-        requested_tasks: barrier tasks the launch needs (one per node).
-        roles: planned ``role:index`` of each task, for the evidence lines.
-        total_slots: tasks the cluster can run at once for the launch's resource profile.
-        busy_slots: slots held by other running jobs.
-        executors: executors registered now.
-        expected_executors: executors the application asked for (None when unknown).
-        dynamic_allocation: whether ``spark.dynamicAllocation.enabled`` is true.
-        master: the Spark master URL.
-        task_gpus: ``spark.task.resource.gpu.amount`` (0 when unset).
-        executor_gpus: ``spark.executor.resource.gpu.amount`` (0 when unset).
-        gpus_per_node: GPUs the user asked for per node (0 for CPU-only).
-        encryption: the setting by which the cluster asks for encrypted traffic
-            (``spark.ssl.enabled=true``...), "" when it does not.
-        ignore_ssl: ``tensorflow.spark.distributor.ignoreSsl=true``: TensorFlow's own traffic between
-            nodes may go unencrypted there.
-        nodes_talk: the nodes form one TensorFlow cluster and exchange tensors (False for
-            independent copies, as ``TFParallel`` runs).
-        elapsed: seconds since the launch began.
-        other_jobs: descriptions of the other running jobs.
-        holders: what holds the cluster's cores outside this application, as the cluster manager
-            tells (``SparkBackend.slot_holders``; asked only while a launch waits for slots).
-        leftovers: processes of earlier runs still alive, and foreign processes holding GPUs.
-        registered: ``role:index`` of the nodes registered so far (during a launch).
-        stalled_for: seconds since the last registration (during a launch).
-        task_errors: errors of failed attempts of the launch's Spark tasks.
-        versions: ``(role:index, python, tensorflow)`` each registered node reported ("" when absent).
-        driver_versions: the driver's ``(python, tensorflow)``.
-        exact: False when slots and executors are estimates (Spark Connect: the session's conf and
-            a probe job instead of the scheduler's state); findings resting on them say so.
-        databricks: where on Databricks the driver runs (None off Databricks).
-    """
-
-    requested_tasks: int
-    roles: tuple[str, ...] = ()
-    total_slots: int = 0
-    busy_slots: int = 0
-    executors: tuple[ExecutorInfo, ...] = ()
-    expected_executors: int | None = None
-    dynamic_allocation: bool = False
-    master: str = ""
-    task_gpus: float = 0
-    executor_gpus: int = 0
-    gpus_per_node: int = 0
-    encryption: str = ""
-    ignore_ssl: bool = False
-    nodes_talk: bool = True
-    elapsed: float = 0.0
-    other_jobs: tuple[str, ...] = field(default=())
-    leftovers: tuple[Leftover, ...] = ()
-    registered: tuple[str, ...] = ()
-    stalled_for: float = 0.0
-    task_errors: tuple[str, ...] = ()
-    versions: tuple[tuple[str, str, str], ...] = ()
-    driver_versions: tuple[str, str] = ("", "")
-    exact: bool = True
-    holders: tuple[str, ...] = ()
-    databricks: DatabricksContext | None = None
-
-    @property
-    def executors_pending(self) -> int:
-        if self.expected_executors is None:
-            return 0
-        return max(0, self.expected_executors - len(self.executors))
-
-    @property
-    def awaiting_executors(self) -> bool:
-        """Executors may still come: some the application asked for are missing, or (with no
-        executor count set) none has registered and there is no slot at all, as right after a
-        session starts on a cluster manager (local mode always has its slots)."""
-        return bool(self.executors_pending) or (
-            self.expected_executors is None and not self.executors and not self.total_slots and self.exact)
-
-
-def _executor_lines(s: Snapshot) -> tuple[str, ...]:
-    if not s.executors:
-        return ("no executors are registered with the driver",)
-    return tuple(
-        f"executor {e.executor_id} on {e.host}: {e.cores} core(s)" + (f", GPUs {list(e.gpus)}" if e.gpus else "")
-        for e in s.executors
-    )
+__all__ = ["RULES", "ExecutorInfo", "Rule", "Snapshot", "diagnose", "slot_wait_finding"]
 
 
 #: A rule: the findings of one kind in a snapshot, given what the rules before it found.
@@ -156,7 +68,7 @@ def _executors_pending(s: Snapshot, _: list[Finding]) -> list[Finding]:
         cause=f"{pending} executor(s) the application asked for have not registered yet" if pending
               else "no executor has registered with the application yet",
         evidence=(f"{len(s.executors)} of {s.expected_executors or 'an unknown number of'} executors registered "
-                  f"after {s.elapsed:.0f}s", *_executor_lines(s)),
+                  f"after {s.elapsed:.0f}s", *executor_lines(s)),
         remedy="nothing to do if they are starting: the launch waits for them (up to reservation_timeout); if "
                "they never come, the cluster lacks free cores or memory for them (see the master's UI)",
         severity=WARNING,
@@ -173,7 +85,7 @@ def _not_enough_slots(s: Snapshot, _: list[Finding]) -> list[Finding]:
         evidence=(f"requested {s.requested_tasks} nodes{roles}",
                   f"slots for this resource profile: {s.total_slots} (executors x cores per executor / "
                   "spark.task.cpus, and GPUs per executor / spark.task.resource.gpu.amount)",
-                  *_estimate_lines(s), *_executor_lines(s)),
+                  *_estimate_lines(s), *executor_lines(s)),
         remedy=f"ask for at most {s.total_slots} nodes, or give the application more executors or cores "
                "(spark.executor.instances, spark.cores.max, spark.executor.cores)",
         severity=BLOCKER if s.exact else WARNING,  # an estimate cannot prove the launch impossible
@@ -227,7 +139,7 @@ def _gang_not_started(s: Snapshot, found: list[Finding]) -> list[Finding]:
         cause=f"none of the {s.requested_tasks} nodes has started after {s.stalled_for:.0f}s: Spark has not "
               "scheduled the gang, which needs all its slots free at once",
         evidence=(f"requested {s.requested_tasks} nodes; slots (estimated): {s.total_slots}", *_estimate_lines(s),
-                  *_executor_lines(s)),
+                  *executor_lines(s)),
         remedy="not enough free slots (other jobs hold some, or the cluster has fewer than estimated), or dynamic "
                "allocation is on: stop the run, then free slots, ask for fewer nodes, or turn dynamic allocation "
                "off; Spark itself gives up only after spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures "
@@ -244,7 +156,7 @@ def _registration_stalled(s: Snapshot, found: list[Finding]) -> list[Finding]:
     return [Finding(
         code="registration_stalled",
         cause=f"{len(s.registered)} of {s.requested_tasks} nodes registered; none for {s.stalled_for:.0f}s",
-        evidence=(f"registered: {', '.join(s.registered)}", f"missing: {', '.join(missing)}", *_executor_lines(s)),
+        evidence=(f"registered: {', '.join(s.registered)}", f"missing: {', '.join(missing)}", *executor_lines(s)),
         remedy="the missing nodes' tasks have not started: check the Spark UI for pending tasks and the "
                "executors' stderr; other jobs or a lost executor can hold their slots",
         severity=WARNING,
@@ -303,7 +215,7 @@ def slot_wait_finding(s: Snapshot, timeout: float) -> Finding:
         cause=f"waiting for {s.requested_tasks} free task slots before submitting "
               f"({max(0, s.total_slots - s.busy_slots)} free now): {why}",
         evidence=(f"slots: {s.total_slots}, held by other jobs of this application: {s.busy_slots}", *held,
-                  *_executor_lines(s)),
+                  *executor_lines(s)),
         remedy=f"the run starts when the slots free, or fails after reservation_timeout ({timeout:.0f}s); to start "
                "sooner, stop the run or application that holds them, or ask for fewer nodes",
         severity=WARNING,

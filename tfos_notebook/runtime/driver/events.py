@@ -2,360 +2,42 @@
 
 The runtime publishes these; the monitor widget, the text renderer, the runs registry and the
 benchmarks subscribe. Views never look at the runtime's internals, and the runtime never knows a
-view exists. Every event is a frozen dataclass with the run id and a wall-clock time.
+view exists. Every event is a frozen dataclass with the run id and a wall-clock time
+(``eventtypes.py``); the stream is an :class:`EventStream` (``eventstream.py``).
 """
 
 from __future__ import annotations
 
-import logging
-import threading
-import time
-from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
-
-log = logging.getLogger(__name__)
-
-
-def _now() -> float:
-    return time.time()
-
-
-@dataclass(frozen=True)
-class Event:
-    run_id: str
-    t: float = field(default_factory=_now, kw_only=True)
-
-
-@dataclass(frozen=True)
-class LaunchSubmitted(Event):
-    """The barrier job was submitted: ``roles`` lists the planned ``role:index`` of each task."""
-
-    num_tasks: int
-    roles: tuple[str, ...]
-    attempt: int = 0
-
-
-@dataclass(frozen=True)
-class Registered(Event):
-    """A node reached the driver and holds its TensorFlow port open."""
-
-    task: int
-    role: str
-    index: int
-    host: str
-    executor_id: str
-    port: int
-    pid: int
-    gpus: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class GpuAssigned(Event):
-    """The GPUs a node uses, as its process sees them named (its ``CUDA_VISIBLE_DEVICES``)."""
-
-    task: int
-    role: str
-    index: int
-    host: str
-    addresses: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class GpuStats(Event):
-    """A node's GPUs as NVML last read them: ``gpus`` holds ``(address, utilization percent,
-    used MiB, total MiB)`` per GPU Spark assigned to it (sent every few seconds)."""
-
-    task: int
-    role: str
-    index: int
-    host: str
-    gpus: tuple[tuple[str, int, int, int], ...]
-
-
-@dataclass(frozen=True)
-class SystemStats(Event):
-    """A node's host as psutil read it (sent every few seconds while the run is logged to MLflow):
-    CPU utilisation and memory use, as MLflow's system metrics name them."""
-
-    task: int
-    role: str
-    index: int
-    cpu_percent: float
-    memory_used_mb: float
-    memory_percent: float
-
-
-@dataclass(frozen=True)
-class MlflowCalled(Event):
-    """MLflow calls the chief's function made, relayed for the run's MLflow run: metric points
-    ``(key, value, timestamp ms, step)``, params and tags ``(key, value)``."""
-
-    task: int
-    role: str
-    index: int
-    metrics: tuple[tuple[str, float, int, int], ...] = ()
-    params: tuple[tuple[str, str], ...] = ()
-    tags: tuple[tuple[str, str], ...] = ()
-
-
-@dataclass(frozen=True)
-class ClusterReady(Event):
-    """Every node registered; the cluster spec was sent to all of them."""
-
-    cluster_spec: dict[str, list[str]]
-
-
-@dataclass(frozen=True)
-class ModelDirUnshared(Event):
-    """The run's model dir is a local path that these ``nodes`` (``worker:1 on host (address)``) do
-    not share with the driver: nothing resumes from it, and the driver cannot evaluate it."""
-
-    model_dir: str
-    nodes: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class TaskState(Event):
-    """A node changed state: ``running``, ``finished``, ``failed`` or ``stopped``."""
-
-    task: int
-    role: str
-    index: int
-    state: str
-    detail: str = ""
-
-
-@dataclass(frozen=True)
-class Log(Event):
-    """One line the user's function printed on a node (``stream`` is ``stdout`` or ``stderr``)."""
-
-    task: int
-    role: str
-    index: int
-    stream: str
-    line: str
-
-
-@dataclass(frozen=True)
-class Step(Event):
-    """Training progress reported by a node (``ctx.report`` or the Keras callback)."""
-
-    task: int
-    role: str
-    index: int
-    step: int
-    metrics: dict[str, float]
-
-
-@dataclass(frozen=True)
-class Pace(Event):
-    """How fast a node trains (``messages.PaceReport``, about once a second): over the last
-    ``secs`` seconds ``window_steps`` steps of ``step_secs`` each (median; 0: unknown),
-    ``window_examples`` examples, ``wait_secs`` waiting for fed data (``input_measured``: only
-    InputMode.SPARK's feed can tell); totals ``steps`` and ``examples``; how far it is, where known:
-    ``epoch`` (from 0) of ``epochs`` and ``epoch_step`` of ``epoch_steps``, or ``step`` of
-    ``total_steps`` (0: unknown)."""
-
-    task: int
-    role: str
-    index: int
-    host: str
-    steps: int
-    secs: float
-    window_steps: int
-    step_secs: float = 0.0
-    examples: int = 0
-    window_examples: int = 0
-    wait_secs: float = 0.0
-    input_measured: bool = False
-    step: int = 0
-    total_steps: int = 0
-    epoch: int = 0
-    epochs: int = 0
-    epoch_step: int = 0
-    epoch_steps: int = 0
-
-    @property
-    def name(self) -> str:
-        return f"{self.role}:{self.index}"
-
-
-@dataclass(frozen=True)
-class ProfileCaptured(Event):
-    """A node's profiler trace of ``session`` is in the run's TensorBoard mirror (``ok``), or the
-    node could not capture one (``detail`` says why)."""
-
-    task: int
-    role: str
-    index: int
-    session: str
-    ok: bool
-    detail: str = ""
-
-
-@dataclass(frozen=True)
-class FindingRaised(Event):
-    """A diagnosis of why a launch cannot proceed, or of something that needs attention."""
-
-    finding: Any  # runtime.driver.finding.Finding
-
-
-@dataclass(frozen=True)
-class RunStateChanged(Event):
-    """The run moved to ``state`` (a ``lifecycle.RunState`` value) during ``attempt``; ``error`` is
-    the run's error once it is failing or failed."""
-
-    state: str
-    error: str = ""
-    attempt: int = 0
-
-
-@dataclass(frozen=True)
-class RunFinished(RunStateChanged):
-    """The run ended: ``state`` is ``finished``, ``failed`` or ``stopped``."""
-
-
-@dataclass(frozen=True)
-class FeedProgress(Event):
-    """Rows a training node received from Spark and consumed so far (InputMode.SPARK)."""
-
-    task: int
-    role: str
-    index: int
-    received: int
-    consumed: int
-    buffered_bytes: int
-    terminated: bool = False
-
-
-@dataclass(frozen=True)
-class FeedPlanned(Event):
-    """How Spark data reaches the nodes (InputMode.SPARK): ``path`` is ``in-stage`` (each node's own
-    task feeds it) or ``network`` (separate Spark tasks feed the nodes over the network)."""
-
-    path: str
-    detail: str
-
-
-@dataclass(frozen=True)
-class EpochFed(Event):
-    """Spark fed one epoch of data to the nodes (InputMode.SPARK)."""
-
-    epoch: int
-    epochs: int
-    rows: int
-    seconds: float
-
-
-@dataclass(frozen=True)
-class ModelExported(Event):
-    """The chief exported the trained model (``ctx.export``) to ``path``, saved by ``keras``
-    (``tf_keras`` or ``keras``, the Keras that loads it back)."""
-
-    task: int
-    role: str
-    index: int
-    path: str
-    keras: str
-
-
-@dataclass(frozen=True)
-class TensorBoardStarted(Event):
-    """A TensorBoard of the run answers at ``url`` (``tensorboard.attach_tensorboard``)."""
-
-    url: str
-
-
-@dataclass(frozen=True)
-class MlflowRun(Event):
-    """The run's MLflow run (``Run(..., mlflow=...)``): ``mlflow_run_id`` in experiment
-    ``experiment_id`` of the tracking store ``tracking_uri`` (``url``: its page, empty for a store
-    no UI serves). Published when it is created, at its first problem (``error``: what was not
-    logged, or why it could not be created), and once ``complete`` (status set, model logged, or
-    given up)."""
-
-    mlflow_run_id: str = ""
-    experiment_id: str = ""
-    tracking_uri: str = ""
-    url: str = ""
-    error: str = ""
-    complete: bool = False
-
-
-def _deliver(callback: Callable[[Event], None], event: Event) -> None:
-    try:
-        callback(event)
-    except Exception:  # a broken view must not break the run
-        log.warning("an event subscriber (%r) failed on %s", callback, type(event).__name__, exc_info=True)
-
-
-class EventStream:
-    """A thread-safe, replayable stream of events with subscribers.
-
-    State events are all kept; log lines are kept up to ``max_logs``, and steps (with the paces),
-    system samples and relayed MLflow calls up to ``max_steps`` each (the oldest dropped), so a
-    chatty run cannot grow the driver's memory without bound.
-    Subscribers see every event as it is published; they are called on the publishing thread and
-    must be quick; an exception in one is logged and cannot break the run.
-    """
-
-    def __init__(self, max_logs: int = 5000, max_steps: int = 10000) -> None:
-        self._lock = threading.Lock()
-        self._events: list[Event] = []
-        self._logs: deque[Log] = deque(maxlen=max_logs)
-        self._steps: deque[Step | Pace] = deque(maxlen=max_steps)
-        self._samples: deque[Event] = deque(maxlen=max_steps)  # SystemStats, MlflowCalled
-        self._subscribers: list[Callable[[Event], None]] = []
-        self._changed = threading.Condition(self._lock)
-
-    def publish(self, event: Event) -> None:
-        with self._lock:
-            if isinstance(event, Log):
-                self._logs.append(event)
-            elif isinstance(event, (Step, Pace)):  # a node's progress: bounded like steps
-                self._steps.append(event)
-            elif isinstance(event, (SystemStats, MlflowCalled)):
-                self._samples.append(event)
-            else:
-                self._events.append(event)
-            subscribers = list(self._subscribers)
-            self._changed.notify_all()
-        for callback in subscribers:
-            _deliver(callback, event)
-
-    def subscribe(self, callback: Callable[[Event], None], replay: bool = True) -> Callable[[], None]:
-        """Call ``callback`` for every event (first the past ones when ``replay``); returns an
-        unsubscribe function."""
-        with self._lock:
-            past = self._merged() if replay else []
-            self._subscribers.append(callback)
-        for event in past:
-            _deliver(callback, event)
-
-        def unsubscribe() -> None:
-            with self._lock:
-                if callback in self._subscribers:
-                    self._subscribers.remove(callback)
-
-        return unsubscribe
-
-    def events(self, kind: type | None = None) -> list[Event]:
-        """All kept events (logs and steps merged in time order), optionally only those of one type."""
-        with self._lock:
-            if kind is Log:
-                return list(self._logs)
-            if kind in (Step, Pace):
-                return [e for e in self._steps if isinstance(e, kind)]
-            merged = self._merged()
-        return [e for e in merged if kind is None or isinstance(e, kind)]
-
-    def _merged(self) -> list[Event]:
-        """Every kept event in time order (the lock held)."""
-        return sorted([*self._events, *self._logs, *self._steps, *self._samples], key=lambda e: e.t)
-
-    def wait_for(self, predicate: Callable[[list[Event]], bool], timeout: float | None = None) -> bool:
-        """Block until ``predicate(state events)`` (neither logs nor steps) is true or ``timeout`` passes."""
-        with self._changed:
-            return self._changed.wait_for(lambda: predicate(self._events), timeout)
+from .eventstream import EventStream
+from .eventtypes import (
+    ClusterReady,
+    EpochFed,
+    Event,
+    FeedPlanned,
+    FeedProgress,
+    FindingRaised,
+    GpuAssigned,
+    GpuStats,
+    LaunchSubmitted,
+    Log,
+    MlflowCalled,
+    MlflowRun,
+    ModelDirUnshared,
+    ModelExported,
+    Pace,
+    ProfileCaptured,
+    Registered,
+    RunFinished,
+    RunStateChanged,
+    Step,
+    SystemStats,
+    TaskState,
+    TensorBoardStarted,
+)
+
+__all__ = [
+    "ClusterReady", "EpochFed", "Event", "EventStream", "FeedPlanned", "FeedProgress", "FindingRaised", "GpuAssigned",
+    "GpuStats", "LaunchSubmitted", "Log", "MlflowCalled", "MlflowRun", "ModelDirUnshared", "ModelExported",
+    "Pace", "ProfileCaptured", "Registered", "RunFinished", "RunStateChanged", "Step", "SystemStats",
+    "TaskState", "TensorBoardStarted",
+]

@@ -4,59 +4,54 @@ attempt, and the feed facade.
 ``Run(sc, main_fun, args, num_nodes, ...).start()`` returns at once (after a sub-second
 pre-flight) with the barrier job running under a tag of its own; the caller waits, polls the event
 stream, or stops it. The run's state changes only through its :class:`~.lifecycle.Lifecycle`;
+its attempts are its :class:`~.supervisor.Supervisor`'s, handed the run's parts it works with;
 the nodes' messages are handled by a :class:`~.coordinator.Coordinator` per attempt; Spark is
 reached only through the run's :class:`~.spark.backend.SparkBackend`. Nothing here calls
 ``sc.stop()`` or ``sys.exit()``: every failure ends this run only, and the Spark session stays
-usable. The run's state, results and waits are in ``outcome.py``, its feeding in ``feed/api.py``.
+usable. The run's state, results and waits are its :class:`~.outcome.RunOutcome`'s, its feeding
+its :class:`~.feed.api.RunFeeding`'s, its control channel its :class:`~.control.ControlPlane`'s:
+parts the run owns and answers for (see :func:`~.forward.forward`).
 """
 
 from __future__ import annotations
 
 import os
-import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ...tracking.settings import resolve as resolve_tracking
-from ..wire import channel, tls
-from ..wire import messages as m
 from ..wire.plan import NodePlan
-from . import storage
+from .control import ControlPlane
 from .errors import ConfigError, PreflightError, RunStopped
 from .events import EventStream, FeedPlanned
-from .feed.api import SparkFeeding
+from .feed.api import RunFeeding
 from .finding import blockers
+from .forward import forward
 from .insight import Insight, Progress
 from .lifecycle import Lifecycle, RunState
 from .outcome import RunOutcome
-from .roles import plan_roles
+from .roles import node_gpu_counts, plan_roles
 from .spark import backend_for
 from .storage import resolve_on_driver, run_log_dir
-from .supervised import FileSink
+from .supervised import AttemptLimits
 from .supervisor import Supervisor
 from .watch import LiveDiagnosis
 
 if TYPE_CHECKING:
     from .profiles import ProfileResult
 
-QUERY_GRACE_SECS = 300.0  # a failed run's control server answers its inference tasks this long (see release)
 
-
-def node_gpu_counts(gpus_per_node: int | Sequence[int], num_nodes: int) -> tuple[int, ...]:
-    """How many of its task's GPUs each node uses, by task; empty when every node uses all of them.
-
-    Raises:
-        ConfigError: a negative count, or a sequence that does not give one count per node."""
-    counts = (gpus_per_node,) * num_nodes if isinstance(gpus_per_node, int) else tuple(gpus_per_node)
-    if len(counts) != num_nodes or any(not isinstance(c, int) or c < 0 for c in counts):
-        raise ConfigError(f"gpus_per_node must be a whole number of 0 or more, or one such number per node "
-                          f"({num_nodes}), got {gpus_per_node!r}")
-    return () if gpus_per_node == 0 else counts
-
-
-class Run(SparkFeeding, RunOutcome):
+@forward("limits", AttemptLimits, "reservation_timeout", "retries", "stop_grace_secs", "background_grace_secs",
+         "stall_secs", settable=True)
+@forward("outcome", RunOutcome, "state", "attempt", "error", "done", "job_group", "cluster_spec", "nodes", "results",
+         "result", "node_states", "diagnose", "wait_for_reservations", "wait", "started_at", "tracking")
+@forward("feeding", RunFeeding, "feeder", "instage", "predictions", "train", "inference", "end_feed")
+@forward("control", ControlPlane, "encrypted")
+@forward("supervisor", Supervisor, "tell", "file_sink", "set_file_sink")
+class Run:
     """One launch of ``main_fun`` on a gang of Spark barrier tasks.
 
     Args:
@@ -127,7 +122,6 @@ class Run(SparkFeeding, RunOutcome):
             raise ConfigError(f"input_mode must be 'tensorflow' or 'spark', got {input_mode!r}")
         self.backend = backend_for(sc)
         self.tracking_config = resolve_tracking(mlflow, self.backend.databricks() is not None, self.backend.conf)
-        self.tracking: Any = None  # tracking.MlflowTracker, once a tracked run started
         self.main_fun, self.args = main_fun, args
         self.input_mode = input_mode
         self.feed_buffer_bytes = int(feed_buffer_mb * (1 << 20)) if input_mode == "spark" else 0
@@ -135,37 +129,32 @@ class Run(SparkFeeding, RunOutcome):
         self.name = name or self.run_id
         self.log_dir = run_log_dir(resolve_on_driver(log_dir), self.run_id)
         self.model_dir = resolve_on_driver(model_dir)
-        self._model_dir_probe: str | None = None
-        self.reservation_timeout = reservation_timeout
+        self.limits = AttemptLimits(reservation_timeout=reservation_timeout, retries=retries,
+                                    stop_grace_secs=stop_grace_secs)
         self.gpu_counts = node_gpu_counts(gpus_per_node, len(self.roles))
         self.gpus_per_node = max(self.gpu_counts, default=0)
         self.env = dict(env or {})
         self.legacy_keras = legacy_keras
         self.preflight_wait = preflight_wait
-        self.stop_grace_secs = stop_grace_secs
-        self.background_grace_secs = 0.0
-        self.retries = retries
         self.release_port = release_port
-        self.stall_secs = 3.0  # no registration for this long -> diagnose and show findings
         self.events = EventStream()
         self.lifecycle = Lifecycle(self.run_id, self.events)
         self._lock = self.lifecycle.lock
         self.diagnosis = LiveDiagnosis(self.run_id, self.backend, self.events, self.roles,
                                       self.gpus_per_node, nodes_talk=not independent)
         self.insight = Insight(self.events, self.diagnosis.publish)  # stragglers, input-bound nodes
-        self._supervisor = Supervisor(self)
-        self._file_sink: FileSink | None = None
-        self._secret = channel.RunSecret(b"")
-        self._default_fs = ""
-        self._server: channel.ControlServer | None = None
-        self._server_closer: threading.Timer | None = None
-        self.started_at: float | None = None
-        self.feeder = None
-        self.instage = None  # feed.instage.InStageFeed, when start() was given data
+        self.control = ControlPlane(self.run_id, self.backend, self.model_dir)
+        feeder = None
         if input_mode == "spark":
             from .feed.feeder import Feeder
 
-            self.feeder = Feeder(self, lambda: self._secret)
+            feeder = Feeder(self, lambda: self.control.secret)
+        self.supervisor = Supervisor(
+            self.name, self.roles, lifecycle=self.lifecycle, events=self.events, diagnosis=self.diagnosis,
+            backend=self.backend, limits=self.limits, job=self._job, release=self.release, feeder=feeder,
+            model_dir=self.model_dir)
+        self.outcome = RunOutcome(self.name, self.lifecycle, self.events, self.diagnosis, self.supervisor)
+        self.feeding = RunFeeding(self.name, input_mode, feeder, self.wait)
 
     # -- start ---------------------------------------------------------------------------------
     def start(self, data: Any = None, epochs: int = 1, *, predict: bool = False, keep: list[str] | None = None,
@@ -195,9 +184,9 @@ class Run(SparkFeeding, RunOutcome):
                 raise ConfigError(f"run {self.name} was already started (it is {self.state}): a run starts once; "
                                   "create a new one to launch again")
         if data is not None:
-            self._feed_in_stage(data, epochs, predict, keep, feed_timeout)
+            self.feeding.plan_in_stage(data, self.roles, predict, epochs, feed_timeout, keep, self.backend.partitions)
         with self._lock:
-            self.started_at = time.monotonic()
+            self.outcome.started_at = time.monotonic()
             self.lifecycle.transition(RunState.RESERVING)
         if self.instage is not None:
             self.events.publish(FeedPlanned(self.run_id, path="in-stage", detail=self.instage.describe()))
@@ -213,35 +202,18 @@ class Run(SparkFeeding, RunOutcome):
             if self.tracking_config is not None:
                 from ...tracking.mlflowrun import MlflowTracker
 
-                self.tracking = MlflowTracker(self, self.tracking_config).start()
-            self._supervisor.start()
+                self.outcome.tracking = MlflowTracker(self, self.tracking_config).start()
+            self.supervisor.start()
         return self
 
-    def _feed_in_stage(self, data: Any, epochs: int, predict: bool, keep: list[str] | None,
-                       feed_timeout: float) -> None:
-        """Plan ``start(data)``'s in-stage feed (raises ``ConfigError`` off ``input_mode="spark"``)."""
-        if self.input_mode != "spark":
-            raise ConfigError(f"run {self.name} reads its own data (input_mode={self.input_mode!r}): feeding "
-                              "data needs Run(..., input_mode='spark')")
-        from .feed.instage import InStageFeed
-
-        self.instage = InStageFeed(data, self.roles, "infer" if predict else "train", epochs, feed_timeout, keep,
-                                   self.backend.partitions(data))
-
     def _preflight(self) -> None:
-        """Refuse a launch the cluster cannot run (``PreflightError``), then make what the nodes
-        will reach: the run's secret, its control server and the model dir's probe file."""
+        """Refuse a launch the cluster cannot run (``PreflightError``), then open what the nodes
+        will reach (the run's :class:`~.control.ControlPlane`)."""
         findings = self.diagnosis.preflight()
         self.diagnosis.publish(findings)
         if blockers(findings):
             raise PreflightError(f"cannot launch {len(self.roles)} nodes:", blockers(findings))
-        self.backend.check_reachable()
-        self._default_fs = self.backend.default_fs()
-        self._secret = channel.RunSecret(channel.new_secret(),
-                                         tls.new_identity() if self.diagnosis.encryption else None)
-        self._server = channel.ControlServer(self.backend.driver_host(), self._secret, self._on_message,
-                                             self._on_close)
-        self._model_dir_probe = storage.write_probe(self.model_dir, self.run_id)
+        self.control.open(self.diagnosis.encryption, self.supervisor.on_message, self.supervisor.on_close)
 
     def _end_before_launch(self, error: BaseException) -> None:
         self.release()
@@ -255,44 +227,36 @@ class Run(SparkFeeding, RunOutcome):
         After inference data sets were handed out (``inference``), Spark may evaluate them after the
         run failed, and their tasks ask the control server why a node's feed is gone: it then stays
         up, answering only such questions, until ``end_feed``/``shutdown`` or ``QUERY_GRACE_SECS``."""
-        storage.remove_probe(self._model_dir_probe)
-        if self._server is None:
-            return
         feeder = self.feeder
-        if feeder is not None and feeder.handed_out and not feeder.ended and self.error is not None:
-            if self._server_closer is None:
-                self._server_closer = threading.Timer(QUERY_GRACE_SECS, self._server.close)
-                self._server_closer.daemon = True
-                self._server_closer.start()
-            return
-        if self._server_closer is not None:
-            self._server_closer.cancel()
-        self._server.close()
-
-    @property
-    def encrypted(self) -> bool:
-        """Whether the run's control and data channels speak TLS (the cluster asks for encrypted
-        traffic: ``spark.ssl.enabled``, ``spark.ssl.rpc.enabled`` or ``spark.network.crypto.enabled``)."""
-        return self._secret.tls is not None
+        self.control.release(answer_queries=feeder is not None and feeder.handed_out and not feeder.ended
+                             and self.error is not None)
 
     @property
     def control_address(self) -> tuple[str, int] | None:
         """Where the run's control server listens (None before ``start``)."""
-        return self._server.address if self._server is not None else None
+        return self.control.address
 
     def plan(self, attempt: int) -> NodePlan:
         """What every node of ``attempt`` needs (shipped in the barrier tasks' closure)."""
+        control = self.control
         return NodePlan(
-            run_id=self.run_id, server_host=self._server.host, server_port=self._server.port,
-            secret=self._secret, main_fun=self.main_fun, args=self.args, roles=self.roles, attempt=attempt,
-            default_fs=self._default_fs, working_dir=os.getcwd(), model_dir=self.model_dir,
-            model_dir_probe=self._model_dir_probe, log_dir=self.log_dir,
+            run_id=self.run_id, server_host=control.server.host, server_port=control.server.port,
+            secret=control.secret, main_fun=self.main_fun, args=self.args, roles=self.roles, attempt=attempt,
+            default_fs=control.default_fs, working_dir=os.getcwd(), model_dir=self.model_dir,
+            model_dir_probe=control.probe, log_dir=self.log_dir,
             env=self.env, legacy_keras=self.legacy_keras, stop_grace_secs=self.stop_grace_secs,
             gpu_counts=self.gpu_counts,
             feed_buffer_bytes=self.feed_buffer_bytes, instage=self.instage.spec if self.instage else None,
             release_port=self.release_port,
             mlflow=self.tracking is not None,
         )
+
+    def _job(self, attempt: int) -> Callable[[], Any]:
+        """The body of ``attempt``'s Spark job: the barrier stage, over the fed data when in-stage."""
+        plan = self.plan(attempt)
+        if self.instage is not None:
+            return partial(self.instage.run_stage, self.backend, plan)
+        return partial(self.backend.barrier, len(self.roles), plan)
 
     def stop(self, timeout: float = 30.0) -> None:
         """Stop the run: nodes kill their processes, the attempt's job is cancelled if it lingers.
@@ -302,10 +266,10 @@ class Run(SparkFeeding, RunOutcome):
             if self.state is RunState.NEW:
                 self.lifecycle.transition(RunState.STOPPED, RunStopped(f"run {self.name} was stopped before it started"))
                 return
-        self._supervisor.request_stop()
+        self.supervisor.request_stop()
         if not self.lifecycle.done.wait(timeout):
             raise TimeoutError(f"run {self.name} did not stop within {timeout:.0f}s")
-        self._supervisor.join()
+        self.supervisor.join()
 
     # -- insight -------------------------------------------------------------------------------
     def progress(self) -> Progress:
@@ -330,31 +294,3 @@ class Run(SparkFeeding, RunOutcome):
 
         return request_profile(self, seconds, steps, nodes)
 
-    def tell(self, nodes: list[str], msg: m.Message) -> None:
-        """Send ``msg`` to the running nodes named ``nodes`` (``role:index``)."""
-        self._supervisor.coord.tell(nodes, msg)
-
-    # -- control channel -----------------------------------------------------------------------
-    def _on_message(self, conn: channel.Connection, raw: dict) -> None:
-        self._supervisor.coord.handle(conn, m.decode(raw))
-
-    def _on_close(self, conn: channel.Connection) -> None:
-        self._supervisor.coord.closed(conn)
-
-    @property
-    def file_sink(self) -> FileSink | None:
-        """The current receiver of shipped event-file bytes (see ``set_file_sink``)."""
-        return self._file_sink
-
-    def set_file_sink(self, sink: FileSink | None) -> None:
-        """Receive the event-file bytes that nodes ship from node-local log directories.
-
-        ``sink(node_dir, chunks)`` is called on a connection thread with the node's subdirectory
-        name (``chief_0``...) and a list of ``Chunk(relpath, offset, data)``; it returns
-        ``{relpath: offset}`` for files whose bytes before ``offset`` it lacks, which that node then
-        sends again. Setting a sink mid-run asks every node to resend its files from the start (a
-        sink keeps only the bytes it lacks). Without a sink, shipped bytes are dropped.
-        """
-        self._file_sink = sink
-        if sink is not None:
-            self._supervisor.coord.broadcast(m.FilesResend())

@@ -88,6 +88,18 @@ class Lifecycle:
         self.done = threading.Event()
         self.changed = threading.Condition(self.lock)
 
+    @property
+    def job_group(self) -> str:
+        """The tag (job group) of the current attempt's Spark job."""
+        return f"tfos-{self.run_id}" + (f"-a{self.attempt}" if self.attempt else "")
+
+    def relaunch(self) -> int:
+        """Begin the next attempt of a relaunching run (it reserves again); returns its number."""
+        with self.lock:
+            self.attempt += 1
+            self.transition(RunState.RESERVING)
+            return self.attempt
+
     def can(self, new: RunState) -> bool:
         return new in _RUN_EDGES.get(self.state, frozenset())
 

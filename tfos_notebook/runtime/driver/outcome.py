@@ -1,11 +1,12 @@
 """The observing half of a run's API: its state, nodes and results as they stand, what is wrong
-with it now, and the waits for its reservations and its end. ``Run`` inherits it; the state is the
-run's :class:`~.lifecycle.Lifecycle`, the nodes are its current attempt's coordinator's."""
+with it now, and the waits for its reservations and its end. ``Run`` owns a :class:`RunOutcome`
+(``run.outcome``) and answers these for it; the state is the run's
+:class:`~.lifecycle.Lifecycle`, the nodes are its supervisor's current coordinator's."""
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..wire.plan import chief_of
 from .errors import ConfigError
@@ -14,14 +15,27 @@ from .finding import Finding
 from .lifecycle import RunState
 from .noderecord import NodeRecord
 
+if TYPE_CHECKING:
+    from .events import EventStream
+    from .lifecycle import Lifecycle
+    from .supervisor import Supervisor
+    from .watch import LiveDiagnosis
+
 log = logging.getLogger(__name__)
 
 TRACKING_WAIT_SECS = 120
 
 
 class RunOutcome:
-    """Mixed into ``Run``: needs its ``name``, ``run_id``, ``lifecycle``, ``events``, ``diagnosis``,
-    ``started_at``, ``tracking`` and ``_supervisor``."""
+    """How the run named ``name`` stands and ends. ``started_at`` (``time.monotonic()``) and
+    ``tracking`` (its ``tracking.MlflowTracker``, when logged) are set as the run starts."""
+
+    def __init__(self, name: str, lifecycle: Lifecycle, events: EventStream, diagnosis: LiveDiagnosis,
+                 supervisor: Supervisor) -> None:
+        self.name = name
+        self.lifecycle, self.events, self.diagnosis, self.supervisor = lifecycle, events, diagnosis, supervisor
+        self.started_at: float | None = None
+        self.tracking: Any = None
 
     @property
     def state(self) -> RunState:
@@ -45,17 +59,17 @@ class RunOutcome:
     @property
     def job_group(self) -> str:
         """The tag (job group) of the current attempt's Spark job."""
-        return f"tfos-{self.run_id}" + (f"-a{self.attempt}" if self.attempt else "")
+        return self.lifecycle.job_group
 
     @property
     def cluster_spec(self) -> dict[str, list[str]]:
         """The current attempt's cluster spec once every node registered (else empty)."""
-        return self._supervisor.coord.cluster_spec
+        return self.supervisor.coord.cluster_spec
 
     @property
     def nodes(self) -> list[NodeRecord]:
         """The current attempt's node records, in task order."""
-        return self._supervisor.coord.nodes
+        return self.supervisor.coord.nodes
 
     @property
     def results(self) -> dict[str, Any]:
@@ -76,7 +90,7 @@ class RunOutcome:
         """Findings about this run and the cluster now (for ``%tfos_diagnose``): what was raised so
         far and a fresh diagnosis."""
         raised = self.diagnosis.raised()
-        fresh = self.diagnosis.live(self.job_group, self._supervisor.coord.registered()) if self.started_at else []
+        fresh = self.diagnosis.live(self.job_group, self.supervisor.coord.registered()) if self.started_at else []
         seen = {(f.code, f.cause) for f in raised}
         return raised + [f for f in fresh if (f.code, f.cause) not in seen]
 
@@ -100,7 +114,7 @@ class RunOutcome:
         self._check_started("wait")
         if not self.lifecycle.done.wait(timeout):
             raise TimeoutError(f"run {self.name} still {self.state} after {timeout}s")
-        self._supervisor.join()
+        self.supervisor.join()
         if self.tracking is not None and not self.tracking.wait(TRACKING_WAIT_SECS):
             log.warning("run %s: its MLflow run is still being completed after %ds", self.name, TRACKING_WAIT_SECS)
         if self.error is not None:

@@ -1,6 +1,8 @@
-"""Role planning: which role and index each task of a run plays."""
+"""Role planning: which role and index each task of a run plays, and how many GPUs each uses."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from .errors import ConfigError
 
@@ -28,3 +30,15 @@ def plan_roles(num_nodes: int, num_ps: int = 0, master_node: str | None = "chief
         roles.append(("evaluator", 0))
     roles += [("worker", i) for i in range(trainers)]
     return roles
+
+
+def node_gpu_counts(gpus_per_node: int | Sequence[int], num_nodes: int) -> tuple[int, ...]:
+    """How many of its task's GPUs each node uses, by task; empty when every node uses all of them.
+
+    Raises:
+        ConfigError: a negative count, or a sequence that does not give one count per node."""
+    counts = (gpus_per_node,) * num_nodes if isinstance(gpus_per_node, int) else tuple(gpus_per_node)
+    if len(counts) != num_nodes or any(not isinstance(c, int) or c < 0 for c in counts):
+        raise ConfigError(f"gpus_per_node must be a whole number of 0 or more, or one such number per node "
+                          f"({num_nodes}), got {gpus_per_node!r}")
+    return () if gpus_per_node == 0 else counts

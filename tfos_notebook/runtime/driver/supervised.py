@@ -1,53 +1,35 @@
-"""What the supervisor reads of its run (``launch.Run``), as a protocol, so that ``supervisor.py``
-need not import ``launch.py``, which imports it."""
+"""What a :class:`~.supervisor.Supervisor` is handed by the run it supervises (``launch.Run``),
+so that ``supervisor.py`` need not import ``launch.py``, which imports it: the limits of its
+attempts, and the feeder it passes the nodes' feed messages to."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from ..wire.filetail import Chunk
 
 if TYPE_CHECKING:
-    from ..wire.plan import NodePlan
-    from .events import EventStream
-    from .feed.feeder import Feeder
-    from .feed.instage import InStageFeed
-    from .lifecycle import Lifecycle
-    from .spark import SparkBackend
-    from .watch import LiveDiagnosis
+    from ..wire import messages as m
+    from .noderecord import NodeRecord
 
 FileSink = Callable[[str, list[Chunk]], dict[str, int]]
 
 
-class SupervisedRun(Protocol):
-    """What the supervisor reads of its run (``launch.Run``)."""
+@dataclass
+class AttemptLimits:
+    """How long a run's attempts may take and how often they are made; the run's attributes of the
+    same names are these (``Run.limits``), which its supervisor reads as each attempt goes."""
 
-    run_id: str
-    name: str
-    roles: list[tuple[str, int]]
-    backend: SparkBackend
-    events: EventStream
-    lifecycle: Lifecycle
-    diagnosis: LiveDiagnosis
-    feeder: Feeder | None
-    instage: InStageFeed | None
-    model_dir: str | None
-    reservation_timeout: float
-    retries: int
-    stall_secs: float
-    stop_grace_secs: float
-    background_grace_secs: float
+    reservation_timeout: float  # free slots, then every node registered
+    retries: int  # relaunches after a lost node
+    stop_grace_secs: float  # an ending attempt's job is cancelled this long (and a margin) after
+    background_grace_secs: float = 0.0  # ps / evaluator nodes are stopped this long after the training nodes
+    stall_secs: float = 3.0  # no registration for this long -> diagnose and show findings
 
-    @property
-    def attempt(self) -> int: ...
 
-    @property
-    def job_group(self) -> str: ...
+class FeedHandler(Protocol):
+    """Where the nodes' feed messages go (``feed.feeder.Feeder``)."""
 
-    @property
-    def file_sink(self) -> FileSink | None: ...
-
-    def plan(self, attempt: int) -> NodePlan: ...
-
-    def release(self) -> None: ...
+    def on_message(self, node: NodeRecord, msg: m.Message) -> None: ...

@@ -13,7 +13,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from functools import partial
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from ..wire import messages as m
 from ..wire.filetail import Chunk
@@ -25,8 +26,6 @@ from .errors import (
     ChannelError,
     LaunchError,
     NodeError,
-    PreflightError,
-    ReservationTimeout,
     RunStopped,
     SparkJobError,
 )
@@ -36,38 +35,88 @@ from .heartbeat import Heartbeat
 from .lifecycle import RunState
 from .nodefindings import unshared_finding
 from .noderecord import NodeRecord
+from .reservation import WATCH_INTERVAL, Reservation
 from .spark import SparkJob, error_summary
-from .supervised import SupervisedRun
+from .supervised import AttemptLimits, FeedHandler, FileSink
+
+if TYPE_CHECKING:
+    from ..wire.channel import Connection
+    from .events import EventStream
+    from .lifecycle import Lifecycle
+    from .spark import SparkBackend
+    from .watch import LiveDiagnosis
 
 log = logging.getLogger(__name__)
 
-WATCH_INTERVAL = 0.25  # how often the supervisor looks at a running attempt
 CANCEL_MARGIN = 2.0  # seconds past the stop grace before an ending attempt's job is cancelled
 
 
 class Supervisor:
-    """The attempts of ``run``; ``coord`` is the current attempt's coordinator."""
+    """The attempts of the run named ``name``; ``coord`` is the current attempt's coordinator.
 
-    def __init__(self, run: SupervisedRun) -> None:
-        self.run = run
-        self.lock = run.lifecycle.lock
+    Args:
+        lifecycle: the run's state (its id, its attempt and the lock every change holds).
+        events, diagnosis, backend: the run's event stream, live diagnosis and Spark backend.
+        limits: the run's :class:`~.supervised.AttemptLimits`, read as each attempt goes.
+        job: ``job(attempt)`` is the body of that attempt's Spark job.
+        release: frees what the run holds on the driver, once its last job ended.
+        feeder: where the nodes' feed messages go (None: the run feeds no data).
+        model_dir: the run's model directory, named by the finding of nodes that do not see it.
+    """
+
+    def __init__(self, name: str, roles: list[tuple[str, int]], *, lifecycle: Lifecycle, events: EventStream,
+                 diagnosis: LiveDiagnosis, backend: SparkBackend, limits: AttemptLimits,
+                 job: Callable[[int], Callable[[], Any]], release: Callable[[], None],
+                 feeder: FeedHandler | None, model_dir: str | None) -> None:
+        self.name, self.roles, self.run_id = name, roles, lifecycle.run_id
+        self.lifecycle, self.events, self.diagnosis, self.backend = lifecycle, events, diagnosis, backend
+        self.limits, self.job, self.release, self.feeder, self.model_dir = limits, job, release, feeder, model_dir
+        self.lock = lifecycle.lock
+        self.file_sink: FileSink | None = None  # see set_file_sink
         self.coord = self._coordinator(0)
         self.thread: threading.Thread | None = None
         self._ending_since: float | None = None  # when the current attempt began to wind down
         self._foreground_done_at: float | None = None
         self._settling = False
-        self.heartbeat = Heartbeat(self.lock, run.diagnosis, self.abort)
+        self.heartbeat = Heartbeat(self.lock, diagnosis, self.abort)
+        self.reservation = Reservation(name, roles, lifecycle=lifecycle, backend=backend, diagnosis=diagnosis,
+                                       limits=limits, abort=self.abort)
 
     def _coordinator(self, attempt: int) -> Coordinator:
-        return Coordinator(self.run.run_id, self.run.roles, attempt, self.run.events, self.lock, self)
+        return Coordinator(self.run_id, self.roles, attempt, self.events, self.lock, self)
 
     @property
     def state(self) -> RunState:
-        return self.run.lifecycle.state
+        return self.lifecycle.state
 
     def start(self) -> None:
-        self.thread = self.run.backend.job_thread(self._attempts, name=f"tfos-run-{self.run.run_id}")
+        self.thread = self.backend.job_thread(self._attempts, name=f"tfos-run-{self.run_id}")
         self.thread.start()
+
+    def set_file_sink(self, sink: FileSink | None) -> None:
+        """Receive the event-file bytes that nodes ship from node-local log directories
+        (``file_sink`` is the current receiver).
+
+        ``sink(node_dir, chunks)`` is called on a connection thread with the node's subdirectory
+        name (``chief_0``...) and a list of ``Chunk(relpath, offset, data)``; it returns
+        ``{relpath: offset}`` for files whose bytes before ``offset`` it lacks, which that node then
+        sends again. Setting a sink mid-run asks every node to resend its files from the start (a
+        sink keeps only the bytes it lacks). Without a sink, shipped bytes are dropped.
+        """
+        self.file_sink = sink
+        if sink is not None:
+            self.coord.broadcast(m.FilesResend())
+
+    def tell(self, nodes: list[str], msg: m.Message) -> None:
+        """Send ``msg`` to the running nodes named ``nodes`` (``role:index``)."""
+        self.coord.tell(nodes, msg)
+
+    # -- the control channel (the run's ControlPlane hands its connections here) ------------------
+    def on_message(self, conn: Connection, raw: dict) -> None:
+        self.coord.handle(conn, m.decode(raw))
+
+    def on_close(self, conn: Connection) -> None:
+        self.coord.closed(conn)
 
     def join(self, timeout: float = 10.0) -> None:
         if self.thread is not None and self.thread is not threading.current_thread():
@@ -84,17 +133,15 @@ class Supervisor:
     def _attempt(self, coord: Coordinator) -> bool:
         """One attempt: wait for slots, submit its job, watch it; whether the run relaunches (a
         new coordinator in place), else the run is settled."""
-        run, n, tag = self.run, len(self.run.roles), self.run.job_group
-        deadline = Deadline(run.reservation_timeout)  # free slots, then every node registered
-        if not self._wait_for_slots(deadline):
+        n, tag = len(self.roles), self.lifecycle.job_group
+        deadline = Deadline(self.limits.reservation_timeout)  # free slots, then every node registered
+        if not self.reservation.wait_for_slots(deadline):
             self._settle(None, coord)
             return False
-        run.events.publish(LaunchSubmitted(run.run_id, num_tasks=n, roles=tuple(nd.name for nd in coord.nodes),
-                                           attempt=coord.attempt))
-        plan = run.plan(coord.attempt)
-        body = (partial(run.instage.run_stage, run.backend, plan) if run.instage is not None
-                else partial(run.backend.barrier, n, plan))
-        job = run.backend.submit(tag, f"tfos_notebook run {run.name} attempt {coord.attempt}", body)
+        self.events.publish(LaunchSubmitted(self.run_id, num_tasks=n, roles=tuple(nd.name for nd in coord.nodes),
+                                            attempt=coord.attempt))
+        body = self.job(coord.attempt)
+        job = self.backend.submit(tag, f"tfos_notebook run {self.name} attempt {coord.attempt}", body)
         self._watch(job, coord, deadline)
         # The nodes' connections close after their last message (the result): once they are all
         # gone, every result has been handled and the attempt's outcome is known.
@@ -109,87 +156,33 @@ class Supervisor:
             with self.lock:
                 self._settling = self.state is RunState.STOPPING
                 if not self._settling:
-                    run.lifecycle.attempt += 1
-                    self.coord = self._coordinator(run.attempt)
+                    self.coord = self._coordinator(self.lifecycle.attempt + 1)
                     self._ending_since = self._foreground_done_at = None
-                    run.lifecycle.transition(RunState.RESERVING)
+                    self.lifecycle.relaunch()
                     return True
         self._settle(job.error, coord)
-        return False
-
-    def _wait_for_slots(self, deadline: Deadline) -> bool:
-        """Hold the attempt back until the cluster has a free task slot for each node: a barrier
-        job that cannot be scheduled is never handed to Spark (it would retry it for about 10
-        minutes, the run stuck in ``reserving``). Meanwhile a ``waiting_for_slots`` finding says
-        what holds them; a blocker (executors came, and too few) or ``deadline`` fails the run.
-        Where the backend only estimates its view (Spark Connect) the gang is submitted at once and
-        ``gang_not_started`` speaks for it. A cluster that cannot be read (the SparkContext stopped
-        under the run) fails it. Whether to submit (False: stopped or failed)."""
-        run, n = self.run, len(self.run.roles)
-        last_diagnosis = -1.0
-        while self.state is RunState.RESERVING:
-            try:
-                view = run.backend.cluster(run.job_group)
-            except Exception as e:  # the SparkContext was stopped under the run, or its JVM is gone
-                self.abort(SparkJobError(f"run {run.name} cannot read the cluster's free slots: {error_summary(e)}"))
-                break
-            if not view.exact or view.free_slots >= n:
-                return True
-            if deadline.expired or time.monotonic() - last_diagnosis >= 1.0:
-                last_diagnosis = time.monotonic()
-                findings = run.diagnosis.waiting_for_slots(run.job_group, run.reservation_timeout)
-                run.diagnosis.publish(findings)
-                if blockers(findings):
-                    self.abort(PreflightError(f"cannot launch {n} nodes:", blockers(findings)))
-                elif deadline.expired:
-                    self.abort(ReservationTimeout(
-                        f"run {run.name}: waited {run.reservation_timeout:.0f}s for {n} free task slots, "
-                        f"{view.free_slots} free", findings))
-            deadline.sleep(WATCH_INTERVAL)
         return False
 
     def _watch(self, job: SparkJob, coord: Coordinator, deadline: Deadline) -> None:
         """Until the attempt's job ends: diagnose a stalled reservation, fail it at ``deadline``,
         stop background nodes after the training nodes, cancel a job that outlives its end."""
-        run = self.run
-        count, last_change, last_diagnosis = 0, time.monotonic(), 0.0
+        limits, registrations = self.limits, self.reservation.registrations(coord, deadline)
         cancelled = background_stopped = False
         while not job.join(min(WATCH_INTERVAL, deadline.remaining()) if self.state is RunState.RESERVING
                            else WATCH_INTERVAL):
             now, state = time.monotonic(), self.state
             if state is RunState.RESERVING:
-                registered = coord.registered()
-                if deadline.expired:
-                    self._reservation_timeout(coord, now - last_change)
-                elif len(registered) != count:
-                    count, last_change = len(registered), now
-                elif now - last_change >= run.stall_secs and now - last_diagnosis >= 1.0:
-                    last_diagnosis = now
-                    run.diagnosis.publish(run.diagnosis.live(run.job_group, registered, now - last_change))
+                registrations.tick(now)
             elif state.ending and not cancelled and self._ending_since is not None \
-                    and now - self._ending_since >= run.stop_grace_secs + CANCEL_MARGIN:
+                    and now - self._ending_since >= limits.stop_grace_secs + CANCEL_MARGIN:
                 cancelled = True
                 job.cancel()
             done_at = self._foreground_done_at
-            if done_at is not None and not background_stopped and now - done_at >= run.background_grace_secs:
+            if done_at is not None and not background_stopped and now - done_at >= limits.background_grace_secs:
                 background_stopped = True
                 coord.broadcast(m.Stop(), BACKGROUND_ROLES)
             self.heartbeat.tick(coord, now, self.state.ending)
         self.heartbeat.release()
-
-    def _reservation_timeout(self, coord: Coordinator, stalled_for: float) -> None:
-        run = self.run
-        registered, missing = coord.registered(), coord.missing()
-        findings = run.diagnosis.live(run.job_group, registered, stalled_for)
-        findings = blockers(findings) or findings or [Finding(
-            code="reservation_timeout",
-            cause=f"{len(missing)} of {len(run.roles)} nodes did not register within {run.reservation_timeout:.0f}s",
-            evidence=(f"registered: {registered}", f"missing: {missing}"),
-            remedy="check the executors' stderr for errors, or raise reservation_timeout",
-        )]
-        run.diagnosis.publish(findings)
-        self.abort(ReservationTimeout(f"run {run.name}: waited {run.reservation_timeout:.0f}s for "
-                                      f"{len(run.roles)} reservations, got {len(registered)}", findings))
 
     def _all_gone(self, conns: list) -> bool:
         """Wait (bounded) until the nodes behind ``conns`` are gone. Before a relaunch their child
@@ -197,55 +190,55 @@ class Supervisor:
         node ends, possibly on other hosts where nothing but time says they are gone; nodes of the
         next attempt on the same host also kill what is left (``orphans.kill_attempts_before``), so
         that no process of the lost attempt writes beside the next one."""
-        return Deadline(self.run.stop_grace_secs + 5.0).wait_until(
+        return Deadline(self.limits.stop_grace_secs + 5.0).wait_until(
             lambda: all(c.attrs.get("gone") for c in conns), interval=0.01)
 
     def _settle(self, failure: BaseException | None, coord: Coordinator) -> None:
         """End the run after its last job: close the control server, then the terminal transition."""
-        run = self.run
-        run.release()
+        self.release()
+        lifecycle = self.lifecycle
         with self.lock:
             state = self.state
             if state is RunState.STOPPING:
-                run.lifecycle.transition(RunState.STOPPED, RunStopped(f"run {run.name} was stopped"))
+                lifecycle.transition(RunState.STOPPED, RunStopped(f"run {self.name} was stopped"))
             elif state is RunState.FAILING:
-                run.lifecycle.transition(RunState.FAILED)
+                lifecycle.transition(RunState.FAILED)
             elif failure is not None:
-                findings = blockers(run.diagnosis.live(run.job_group, coord.registered()))
-                run.diagnosis.publish(findings)
-                run.lifecycle.transition(RunState.FAILED, SparkJobError(
-                    f"the Spark job of run {run.name} failed: {error_summary(failure)}", findings))
+                findings = blockers(self.diagnosis.live(lifecycle.job_group, coord.registered()))
+                self.diagnosis.publish(findings)
+                lifecycle.transition(RunState.FAILED, SparkJobError(
+                    f"the Spark job of run {self.name} failed: {error_summary(failure)}", findings))
             elif any(nd.state is not NodeState.FINISHED for nd in coord.nodes):
                 missing = [nd.name for nd in coord.nodes if nd.state is not NodeState.FINISHED]
-                run.lifecycle.transition(RunState.FAILED,
-                                         SparkJobError(f"nodes {missing} ended without reporting a result"))
+                lifecycle.transition(RunState.FAILED,
+                                     SparkJobError(f"nodes {missing} ended without reporting a result"))
             else:
-                run.lifecycle.transition(RunState.FINISHED)
+                lifecycle.transition(RunState.FINISHED)
 
     # -- ending an attempt ---------------------------------------------------------------------
     def abort(self, error: NodeError | LaunchError, retryable: bool = False) -> None:
         """End this attempt: tell every node to stop; the job is cancelled if it lingers. A lost
         node (``retryable``) with retries left relaunches; anything else fails the run."""
-        run = self.run
         with self.lock:
+            attempt, retries = self.lifecycle.attempt, self.limits.retries
             if self.state.ending:
                 return  # the first outcome stands
-            if retryable and run.attempt < run.retries:
-                run.diagnosis.publish([Finding(
+            if retryable and attempt < retries:
+                self.diagnosis.publish([Finding(
                     code="node_lost_retrying",
-                    cause=f"a node was lost; relaunching the run (attempt {run.attempt + 2} of {run.retries + 1})",
+                    cause=f"a node was lost; relaunching the run (attempt {attempt + 2} of {retries + 1})",
                     evidence=(str(error).splitlines()[0],),
                     remedy="nothing to do if the nodes resume from their checkpoints (ctx.restore() or "
                            "ctx.callbacks()); otherwise training restarts from scratch",
                     severity="warning",
                 )])
-                run.lifecycle.transition(RunState.RELAUNCHING)
+                self.lifecycle.transition(RunState.RELAUNCHING)
             else:
-                if retryable and run.retries:
+                if retryable and retries:
                     error = NodeError(error.role, error.index, error.host,
-                                      f"{error.traceback_text}\n(after {run.attempt + 1} attempts; retries={run.retries})",
+                                      f"{error.traceback_text}\n(after {attempt + 1} attempts; retries={retries})",
                                       error.exit_code, error.findings)
-                run.lifecycle.transition(RunState.FAILING, error)
+                self.lifecycle.transition(RunState.FAILING, error)
             self._ending_since = time.monotonic()
         self.coord.broadcast(m.Stop())
 
@@ -254,13 +247,13 @@ class Supervisor:
         with self.lock:
             if self.ending():
                 return
-            self.run.lifecycle.transition(RunState.STOPPING)
+            self.lifecycle.transition(RunState.STOPPING)
             self._ending_since = time.monotonic()
         self.coord.broadcast(m.Stop())
 
     # -- the coordinator's hooks (called with the run's lock held) --------------------------------
     def cluster_ready(self, spec: dict[str, list[str]]) -> bool:
-        return self.run.lifecycle.try_transition(RunState.RUNNING)
+        return self.lifecycle.try_transition(RunState.RUNNING)
 
     def node_failed(self, error: NodeError, retryable: bool) -> None:
         if not retryable and not self.state.ending and self.heartbeat.hold(error, self.coord):
@@ -274,29 +267,29 @@ class Supervisor:
         self._foreground_done_at = time.monotonic()
 
     def findings(self, findings: list[Finding]) -> None:
-        self.run.diagnosis.publish(findings)
+        self.diagnosis.publish(findings)
 
     def leftovers(self, items: tuple[dict, ...]) -> None:
-        self.run.diagnosis.add_leftovers(items)
+        self.diagnosis.add_leftovers(items)
 
     def versions(self, node: str, python: str, tensorflow: str) -> None:
-        self.run.diagnosis.add_versions(node, python, tensorflow)
+        self.diagnosis.add_versions(node, python, tensorflow)
 
     def files(self, node_dir: str, chunks: list[Chunk]) -> dict[str, int] | None:
-        sink = self.run.file_sink
+        sink = self.file_sink
         if sink is None:
             return None
         try:
             return sink(node_dir, chunks)
         except Exception:  # a failing sink loses TensorBoard bytes, never the run
-            log.exception("run %s: the event-file sink failed for %s", self.run.name, node_dir)
+            log.exception("run %s: the event-file sink failed for %s", self.name, node_dir)
             return None
 
     def model_dir_unseen(self, nodes: list[str]) -> None:
-        self.run.diagnosis.publish([unshared_finding(self.run.model_dir, nodes)])
-        self.run.events.publish(ModelDirUnshared(self.run.run_id, model_dir=self.run.model_dir, nodes=tuple(nodes)))
+        self.diagnosis.publish([unshared_finding(self.model_dir, nodes)])
+        self.events.publish(ModelDirUnshared(self.run_id, model_dir=self.model_dir, nodes=tuple(nodes)))
 
     def feed(self, node: NodeRecord, msg: m.Message) -> None:
-        if self.run.feeder is None:
-            raise ChannelError(f"{msg.TYPE!r} from {node.name}, but run {self.run.name} feeds no data")
-        self.run.feeder.on_message(node, msg)
+        if self.feeder is None:
+            raise ChannelError(f"{msg.TYPE!r} from {node.name}, but run {self.name} feeds no data")
+        self.feeder.on_message(node, msg)

@@ -92,7 +92,7 @@ def main(argv: list[str]) -> int:
         return 0
     payload_path, result_path = order["payload"], order["result"]
     os.environ.update(order["env"])
-    ctx = None
+    pace = None
     try:
         if unserved is not None:
             raise unserved
@@ -100,14 +100,14 @@ def main(argv: list[str]) -> int:
             payload = pickle.load(f)
         taskcontext.install_on_import(payload["task_context"])  # BarrierTaskContext.get() answers for the task
         ctx = payload["ctx"]
-        ctx._status = status
+        pace = Pace(status.send)
+        ctx.connect(status, pace)
         if port_fd is not None:
             ctx.tmp_socket = receive_port(port_fd)
-        ctx._pace = Pace(status.send)
-        follow_orders(os.fdopen(orders_fd, "r"), ctx._pace, node_dir_name(ctx.job_name, ctx.task_index), status.send)
+        follow_orders(os.fdopen(orders_fd, "r"), pace, node_dir_name(ctx.job_name, ctx.task_index), status.send)
         ctx.mgr = feed
         if feed is not None:  # how long the function waits for its data (the input-bound finding)
-            feed.pace = ctx._pace
+            feed.pace = pace
         value = payload["main_fun"](payload["args"], ctx)
         _write_result(result_path, ("ok", cloudpickle.dumps(value), _type_name(value)))
         return 0
@@ -118,8 +118,8 @@ def main(argv: list[str]) -> int:
         _write_result(result_path, ("error", traceback.format_exc()))
         return 1
     finally:
-        if ctx is not None and ctx._pace is not None:
-            ctx._pace.close()  # the last window, while the status pipe is open
+        if pace is not None:
+            pace.close()  # the last window, while the status pipe is open
         sys.stdout.flush()
         sys.stderr.flush()
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -262,7 +261,7 @@ class NodeContext:
         """
         from .summaries import keras_callbacks
 
-        return keras_callbacks(self, tensorboard=tensorboard, checkpoint=checkpoint, progress=progress,
+        return keras_callbacks(self, self._pace, tensorboard=tensorboard, checkpoint=checkpoint, progress=progress,
                                backup=backup, flush_secs=flush_secs, timing=timing, batch_size=batch_size,
                                **tensorboard_args)
 
@@ -279,6 +278,11 @@ class NodeContext:
             checkpoint.restore(latest)
         return latest
 
+    def connect(self, status: Any, pace: Any) -> None:
+        """In the node's child process: send this context's messages down ``status`` (the child's
+        ``statuspipe.StatusPipe``) and count its steps with ``pace`` (a ``pace.Pace``)."""
+        self._status, self._pace = status, pace
+
     def _emit(self, msg) -> None:
         if self._status is not None:
             self._status.send(msg)
@@ -290,10 +294,3 @@ class NodeContext:
         state["tmp_socket"] = None
         state["_pace"] = None
         return state
-
-
-def tf_config(cluster_spec: dict[str, list[str]], job_name: str, task_index: int) -> str:
-    """The ``TF_CONFIG`` for one node. The evaluator is left out of the cluster, as TensorFlow's
-    strategies expect; it learns its own role from ``task``."""
-    cluster = {k: v for k, v in cluster_spec.items() if k != "evaluator" and v}
-    return json.dumps({"cluster": cluster, "task": {"type": job_name, "index": task_index}})

@@ -22,16 +22,12 @@ import time
 from collections.abc import Callable
 
 from ..wire.messages import ProfileDone
+from ..wire.paths import trace_path
 from .pace import Pace
 
 log = logging.getLogger(__name__)
 
 MAX_STEPS_WAIT_SECS = 120.0  # a profile of K steps ends after this long however few steps ran
-
-
-def trace_path(root: str, session: str, node: str) -> str:
-    """Where a node's trace of ``session`` goes under ``root`` (what TensorBoard's Profile tab reads)."""
-    return os.path.join(root, "plugins", "profile", session, f"{node}.xplane.pb")
 
 
 def capture(order: dict, pace: Pace | None, node: str, emit: Callable[[ProfileDone], None]) -> None:

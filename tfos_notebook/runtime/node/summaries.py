@@ -160,13 +160,13 @@ class StepTimer(tf.keras.callbacks.Callback):
         self.pace.count(None)
 
 
-def keras_callbacks(ctx, tensorboard: bool = True, checkpoint: bool = True, progress: bool = True,
+def keras_callbacks(ctx, pace, tensorboard: bool = True, checkpoint: bool = True, progress: bool = True,
                     backup: bool = True, flush_secs: float = 1.0, timing: bool = True, batch_size: int = 0,
                     **tensorboard_args: Any) -> list:
-    """See ``NodeContext.callbacks``."""
+    """See ``NodeContext.callbacks``; ``pace``: the node's ``pace.Pace`` (None outside a node's process)."""
     callbacks: list = []
-    if timing and ctx._pace is not None:
-        callbacks.append(StepTimer(ctx._pace, batch_size))
+    if timing and pace is not None:
+        callbacks.append(StepTimer(pace, batch_size))
     if backup and ctx.model_dir and ctx.model_dir_shared:
         callbacks.append(tf.keras.callbacks.BackupAndRestore(f"{ctx.model_dir.rstrip('/')}/backup"))
     if tensorboard:

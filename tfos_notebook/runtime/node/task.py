@@ -30,7 +30,7 @@ from ..wire.plan import FOREGROUND_ROLES, NodePlan
 from ..wire.procs import kill_process_group
 from ..wire.versions import installed_versions
 from . import taskcontext
-from .ctx import NodeContext, tf_config
+from .ctx import NodeContext
 from .export import DEFAULT_FS_ENV, WORKING_DIR_ENV
 from .feed.localfeed import LocalFeed
 from .gpusampler import GpuSampler, SystemSampler
@@ -259,3 +259,10 @@ def _supervise(plan: NodePlan, task: int, proc: subprocess.Popen, output: ChildO
     except OSError as e:
         log.warning("could not report the result to the driver: %s", e)
     return {"task": task, "outcome": "ok" if msg.ok else "error"}
+
+
+def tf_config(cluster_spec: dict[str, list[str]], job_name: str, task_index: int) -> str:
+    """The ``TF_CONFIG`` for one node. The evaluator is left out of the cluster, as TensorFlow's
+    strategies expect; it learns its own role from ``task``."""
+    cluster = {k: v for k, v in cluster_spec.items() if k != "evaluator" and v}
+    return json.dumps({"cluster": cluster, "task": {"type": job_name, "index": task_index}})

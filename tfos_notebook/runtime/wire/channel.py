@@ -1,4 +1,5 @@
-"""The authenticated control channel between the driver and the nodes.
+"""The authenticated control channel between the driver and the nodes (the handshake and
+the run's secret are ``handshake.py``'s).
 
 Wire format: each frame is a 4-byte big-endian length followed by a msgpack map. Nothing on this
 channel is ever unpickled, and frames are bounded in size.
@@ -24,22 +25,28 @@ only that one, and the challenge-response runs inside it.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import logging
-import os
 import select
 import socket
 import struct
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import msgpack
 
 from .errors import ChannelError
-from .tls import TlsIdentity, TlsSocket
+from .handshake import (
+    RunSecret,
+    Secret,
+    client_handshake,
+    new_secret,
+    secret_from_json,
+    secret_to_json,
+    server_handshake,
+    unpack,
+)
+from .tls import TlsSocket
 
 
 class MalformedFrame(ChannelError):
@@ -51,8 +58,6 @@ class FrameTooLarge(ChannelError):
 
 log = logging.getLogger(__name__)
 
-PROTOCOL_VERSION = 1
-HANDSHAKE_MAX = 1024
 DEFAULT_MAX_FRAME = 64 << 20
 HANDSHAKE_TIMEOUT = 5.0
 # A gang's nodes all connect at once. With Python's default listen backlog (128), the connections
@@ -61,45 +66,10 @@ HANDSHAKE_TIMEOUT = 5.0
 # this at net.core.somaxconn.
 LISTEN_BACKLOG = 4096
 _HEADER = struct.Struct(">I")
+
+__all__ = ["Connection", "ControlServer", "FrameTooLarge", "MalformedFrame", "RunSecret", "Secret", "connect",
+           "new_secret", "secret_from_json", "secret_to_json"]
 _PACKER = msgpack.Packer(use_bin_type=True)
-
-
-def new_secret() -> bytes:
-    """A fresh per-run secret."""
-    return os.urandom(32)
-
-
-@dataclass(frozen=True)
-class RunSecret:
-    """A run's secret ``key``, and the TLS identity its channels use when they are encrypted
-    (None: authenticated, not encrypted)."""
-
-    key: bytes
-    tls: TlsIdentity | None = None
-
-
-#: What servers and clients take: a bare key (authenticated, not encrypted) or a :class:`RunSecret`.
-Secret = bytes | RunSecret
-
-
-def secret_to_json(secret: Secret) -> dict:
-    """``secret`` as JSON-able text, for a node's own child process (over its stdin pipe)."""
-    key, tls = _unpack(secret)
-    return {"key": key.hex(), "tls": [tls.cert_pem.decode(), tls.key_pem.decode()] if tls else None}
-
-
-def secret_from_json(data: dict) -> RunSecret:
-    """The secret :func:`secret_to_json` wrote."""
-    tls = data["tls"]
-    return RunSecret(bytes.fromhex(data["key"]), TlsIdentity(tls[0].encode(), tls[1].encode()) if tls else None)
-
-
-def _unpack(secret: Secret) -> tuple[bytes, TlsIdentity | None]:
-    return (secret.key, secret.tls) if isinstance(secret, RunSecret) else (secret, None)
-
-
-def _proof(secret: bytes, label: bytes, a: bytes, b: bytes) -> bytes:
-    return hmac.new(secret, label + a + b, hashlib.sha256).digest()
 
 
 def _recv_exact(sock: socket.socket, n: int) -> bytearray:
@@ -181,7 +151,7 @@ def connect(host: str, port: int, secret: Secret, timeout: float = 30.0,
     """Open an authenticated connection to a ``ControlServer`` (over TLS when ``secret`` carries a
     TLS identity); raises ``ChannelError`` when the server cannot prove it knows the secret, and
     ``ssl.SSLError`` when it does not present the run's certificate."""
-    secret, identity = _unpack(secret)
+    secret, identity = unpack(secret)
     sock = socket.create_connection((host, port), timeout=timeout)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     if identity is not None:
@@ -192,16 +162,7 @@ def connect(host: str, port: int, secret: Secret, timeout: float = 30.0,
             raise
     conn = Connection(sock, max_frame)
     try:
-        hello = conn.recv(HANDSHAKE_MAX)
-        server_nonce = hello.get("nonce")
-        if hello.get("v") != PROTOCOL_VERSION or not isinstance(server_nonce, bytes):
-            raise ChannelError(f"unexpected server hello {hello!r}")
-        client_nonce = os.urandom(32)
-        conn.send({"nonce": client_nonce, "proof": _proof(secret, b"client", server_nonce, client_nonce)})
-        reply = conn.recv(HANDSHAKE_MAX)
-        expected = _proof(secret, b"server", client_nonce, server_nonce)
-        if not hmac.compare_digest(reply.get("proof", b""), expected):
-            raise ChannelError("the server did not prove the run secret")
+        client_handshake(conn, secret)
     except (OSError, ChannelError):
         conn.close()
         raise
@@ -220,7 +181,7 @@ class ControlServer:
     def __init__(self, host: str, secret: Secret, on_message: Callable[[Connection, dict], None],
                  on_close: Callable[[Connection], None] | None = None,
                  max_frame: int = DEFAULT_MAX_FRAME) -> None:
-        self.secret, self.tls = _unpack(secret)
+        self.secret, self.tls = unpack(secret)
         self.on_message = on_message
         self.on_close = on_close or (lambda conn: None)
         self.max_frame = max_frame
@@ -272,16 +233,9 @@ class ControlServer:
         conn = Connection(sock, self.max_frame)
         conn.attrs["peer"] = peer
         try:
-            server_nonce = os.urandom(32)
-            conn.send({"v": PROTOCOL_VERSION, "nonce": server_nonce})
-            hello = conn.recv(HANDSHAKE_MAX)
-            client_nonce, proof = hello.get("nonce"), hello.get("proof")
-            if not isinstance(client_nonce, bytes) or not isinstance(proof, bytes) or not hmac.compare_digest(
-                proof, _proof(self.secret, b"client", server_nonce, client_nonce)
-            ):
+            if not server_handshake(conn, self.secret):
                 self._reject(conn, peer, "failed authentication")
                 return
-            conn.send({"proof": _proof(self.secret, b"server", client_nonce, server_nonce)})
             sock.settimeout(None)
         except (OSError, ChannelError) as e:
             self._reject(conn, peer, f"handshake failed: {e}")

@@ -1,11 +1,12 @@
 """Paths both ends read the same way: which URIs are shared storage (Databricks' FUSE mounts
 included, see ``fuse.py``), the local path of a plain path or ``file://`` URI, the name of a node's
-log directory, and a path resolved against the default filesystem as TensorFlowOnSpark does
+log directory and of its profiler traces, and a path resolved against the default filesystem as TensorFlowOnSpark does
 (``ctx.absolute_path``, ``TFNode.hdfs_path``)."""
 
 from __future__ import annotations
 
 import getpass
+import os
 import urllib.parse
 
 from .fuse import VOLUME_FORM, fuse_root
@@ -62,3 +63,15 @@ def absolute_path(default_fs: str, working_dir: str, path: str) -> str:
     if fs.startswith("file:"):
         return f"file://{working_dir.rstrip('/')}/{path}"
     return f"{fs}/{path}"
+
+
+def trace_path(root: str, session: str, node: str) -> str:
+    """Where a node's trace of ``session`` goes under ``root`` (what TensorBoard's Profile tab reads)."""
+    return os.path.join(root, "plugins", "profile", session, f"{node}.xplane.pb")
+
+
+def is_trace_of(relpath: str, node_dir: str) -> bool:
+    """Whether ``relpath`` is a profiler trace of the node whose directory is ``node_dir``:
+    ``plugins/profile/<session>/<node_dir>.xplane.pb``."""
+    parts = relpath.split("/")
+    return len(parts) == 4 and parts[:2] == ["plugins", "profile"] and parts[3] == f"{node_dir}.xplane.pb"

@@ -1,18 +1,43 @@
 """The feeding half of a run's API (InputMode.SPARK): ``train``, ``inference``, ``end_feed`` over
-the network, ``predictions`` of a run fed in-stage. ``Run`` inherits it; the work is done by
-``feed.feeder.Feeder`` (network) and ``feed.instage.InStageFeed`` (in the gang's own stage)."""
+the network, ``predictions`` of a run fed in-stage. ``Run`` owns a :class:`RunFeeding`
+(``run.feeding``) and answers these for it; the work is done by ``feed.feeder.Feeder`` (network)
+and ``feed.instage.InStageFeed`` (in the gang's own stage)."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 
+if TYPE_CHECKING:
+    from .feeder import Feeder
+    from .instage import InStageFeed
 
-class SparkFeeding:
-    """Mixed into ``Run``: needs its ``name``, ``input_mode``, ``feeder``, ``instage`` and ``wait``."""
 
-    def _feeder(self):
+class RunFeeding:
+    """How the run named ``name`` is fed: over the network by ``feeder`` (None unless its
+    ``input_mode`` is ``spark``), or in-stage by ``instage`` once :meth:`plan_in_stage` planned it.
+    ``wait`` is the run's wait for its end."""
+
+    def __init__(self, name: str, input_mode: str, feeder: Feeder | None, wait: Callable[[], Any]) -> None:
+        self.name, self.input_mode, self.feeder, self._wait = name, input_mode, feeder, wait
+        self.instage: InStageFeed | None = None
+
+    def plan_in_stage(self, data: Any, roles: list[tuple[str, int]], predict: bool, epochs: int,
+                      feed_timeout: float, keep: list[str] | None, partitions: Callable[[Any], int]) -> InStageFeed:
+        """Plan ``start(data)``'s in-stage feed (raises ``ConfigError`` off ``input_mode="spark"``);
+        ``partitions(data)`` is how many partitions ``data`` has."""
+        if self.input_mode != "spark":
+            raise ConfigError(f"run {self.name} reads its own data (input_mode={self.input_mode!r}): feeding "
+                              "data needs Run(..., input_mode='spark')")
+        from .instage import InStageFeed
+
+        self.instage = InStageFeed(data, roles, "infer" if predict else "train", epochs, feed_timeout, keep,
+                                   partitions(data))
+        return self.instage
+
+    def _feeder(self) -> Feeder:
         if self.feeder is None:
             raise ConfigError(f"run {self.name} was started with input_mode={self.input_mode!r}; feeding Spark "
                               "data needs Run(..., input_mode='spark') (TFCluster.run(..., input_mode=InputMode.SPARK))")
@@ -20,14 +45,13 @@ class SparkFeeding:
             raise ConfigError(f"run {self.name} is fed in-stage: its data was given to start(), and its nodes take "
                               "no other")
         return self.feeder
-
     def predictions(self) -> Any:
         """The predictions of a run started with ``start(data, predict=True)``, once it finished: a
         DataFrame (kept columns, then the prediction columns) or an RDD (one value per row).
         Raises the run's error if it failed."""
         if self.instage is None or self.instage.spec.mode != "infer":
             raise ConfigError(f"run {self.name} was not started with start(data, predict=True)")
-        self.wait()
+        self._wait()
         return self.instage.predictions()
 
     def train(self, data: Any, num_epochs: int = 1, feed_timeout: float = 600.0, end_feed: bool = True):
@@ -66,7 +90,9 @@ class SparkFeeding:
         ``ctx.predict(fn)`` or ``DataFeed(ctx.mgr, train_mode=False)``; rows and answers travel on
         one connection, so each row gets exactly its own prediction. Call before the feed ends.
         """
-        return self._feeder().inference(data, feed_timeout, schema, keep)
+        from .inference import inference
+
+        return inference(self._feeder(), data, feed_timeout, schema, keep)
 
     def end_feed(self, timeout: float = 600.0) -> None:
         """Tell the nodes that no more data will come (``DataFeed.should_stop()`` turns true)."""

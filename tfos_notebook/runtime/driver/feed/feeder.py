@@ -9,7 +9,8 @@ than ``feed_timeout`` fails the call with ``FeedTimeout``; a node that fails fai
 node's error; nodes that all called ``terminate()`` (or returned) end it early and quietly.
 
 ``Run.inference(data)`` returns, lazily, the predictions of the nodes aligned with the rows:
-each task sends its rows and reads the answers back on the same connection.
+each task sends its rows and reads the answers back on the same connection (``inference.py``,
+over this feeder's nodes and feeds).
 """
 
 from __future__ import annotations
@@ -19,9 +20,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ...wire.feed.codec import schema_for_sample
 from ...wire.feed.protocol import CONNECTION_ERRORS, tell
-from ...wire.feed.tasks import RECORD_DDL, TASK_TIMEOUT_MARGIN, InferFeed, TrainFeed
+from ...wire.feed.tasks import RECORD_DDL, TASK_TIMEOUT_MARGIN, TrainFeed
 from ...wire.messages import FeedReport, FeedServing
 from ...wire.plan import FOREGROUND_ROLES
 from ...wire.timeouts import Deadline
@@ -111,20 +111,20 @@ class Feeder:
                 missing = [nd for nd in self.trainers() if nd.task not in self._addresses]
                 if not missing:
                     return [self._addresses[nd.task] for nd in self.trainers()]
-                self._raise_if_run_ended()
+                self.raise_if_run_ended()
                 if deadline.expired:
                     raise FeedTimeout(f"nodes {[nd.name for nd in missing]} did not open their data feed within "
                                       f"{timeout:.0f}s: their function has not started (see their logs), or the run "
                                       "was not started with input_mode='spark'")
                 self._cond.wait(min(0.25, deadline.remaining()))
 
-    def _raise_if_run_ended(self) -> None:
+    def raise_if_run_ended(self) -> None:
         if self.run.error is not None:
             raise self.run.error
         if self.run.done:
             raise FeedError(f"run {self.run.name} has ended; start a new run to feed more data")
 
-    def _check_slots(self) -> None:
+    def check_slots(self) -> None:
         slots, nodes = self.run.backend.cluster().total_slots, len(self.run.roles)
         if slots <= nodes:
             raise FeedError(f"the cluster runs {slots} tasks at once and the {nodes} nodes hold all of them, so no "
@@ -140,7 +140,7 @@ class Feeder:
                 tell(address, self.secret(), msg)
             except CONNECTION_ERRORS as e:
                 if not self._ends_soon(nd):
-                    self._raise_if_run_ended()
+                    self.raise_if_run_ended()
                     raise FeedError(f"cannot reach the data feed of {nd.name} at {address[0]}:{address[1]}: "
                                     f"{e}") from e
 
@@ -159,7 +159,7 @@ class Feeder:
         if self.ended:
             raise FeedError("the feed was already ended (train(..., end_feed=True) or shutdown): pass "
                             "end_feed=False to every train() call but the last")
-        self._check_slots()  # first: with no free slot, even reading the sample row would wait forever
+        self.check_slots()  # first: with no free slot, even reading the sample row would wait forever
         source = DataSample.of(data)
         addresses = self.wait_for_feeds(feed_timeout)
         with self._cond:
@@ -264,7 +264,7 @@ class Feeder:
                 raise FeedTimeout(f"{nd.name} took no data for more than {feed_timeout:.0f}s (partition "
                                   f"{rec['part']}): its function is not reading the feed or is stuck")
             if rec["status"] == "unreachable" and not nd.state.terminal:
-                self._raise_if_run_ended()
+                self.raise_if_run_ended()
                 raise FeedError(f"partition {rec['part']} could not reach the data feed of {nd.name}: "
                                 f"{rec['detail']}")
 
@@ -284,66 +284,6 @@ class Feeder:
         except TFOSError:
             return  # the run ended, or its nodes never opened a feed: nothing waits for the end
         self._broadcast(addresses, {"t": "end"})
-
-    # -- inference -------------------------------------------------------------------------------------
-    def inference(self, data: Any, feed_timeout: float = 600.0, schema: Any = None,
-                  keep: list[str] | None = None) -> Any:
-        """See :meth:`Run.inference`."""
-        from pyspark import RDD
-        from pyspark.sql import DataFrame
-
-        if not isinstance(data, (DataFrame, RDD)):
-            raise FeedError(f"expected a Spark DataFrame or RDD, got {type(data).__name__}")
-        if self.ended:
-            raise FeedError("the feed was already ended (shutdown or train(..., end_feed=True)): run inference "
-                            "before ending the feed")
-        self._check_slots()
-        self._raise_if_run_ended()
-        addresses = self.wait_for_feeds(feed_timeout)
-        self.handed_out = True
-        secret = self.secret()
-        ask = {"driver": self.run.control_address, "tasks": tuple(nd.task for nd in self.trainers())}
-        if isinstance(data, RDD):
-            first = data.take(1)
-            if not first:
-                return data
-            rdd_schema = schema_for_sample(first[0]).serialize().to_pybytes()
-            return data.mapPartitionsWithIndex(
-                InferFeed(secret, addresses, feed_timeout, rdd_schema, **ask).rdd_partition)
-        keep = list(data.columns) if keep is None else list(keep)
-        missing = [c for c in keep if c not in data.columns]
-        if missing:
-            raise FeedError(f"keep names columns {missing} that the DataFrame lacks; it has {data.columns}")
-        predictions = self._prediction_schema(data, schema, addresses, feed_timeout)
-        from pyspark.sql.pandas.types import to_arrow_schema
-        from pyspark.sql.types import StructType
-
-        clash = [f.name for f in predictions.fields if f.name in keep]
-        if clash:
-            raise FeedError(f"prediction columns {clash} clash with kept input columns: rename them, or pass keep=")
-        out = StructType([data.schema[c] for c in keep] + list(predictions.fields))
-        task = InferFeed(secret, addresses, feed_timeout, keep=keep,
-                         out_schema=to_arrow_schema(out).serialize().to_pybytes(), **ask)
-        return data.mapInArrow(task.arrow_partition, out)
-
-    def _prediction_schema(self, data, schema: Any, addresses, feed_timeout: float):
-        from pyspark.sql.pandas.types import from_arrow_schema
-        from pyspark.sql.types import StructType
-
-        if isinstance(schema, StructType):
-            return schema
-        if isinstance(schema, str):
-            return data.sparkSession.createDataFrame([], schema).schema
-        if schema is not None:
-            raise FeedError(f"schema must be a DDL string or a StructType, got {type(schema).__name__}")
-        first = data.limit(1).toArrow()
-        if not first.num_rows:
-            raise FeedError("the DataFrame is empty, so the predictions' schema cannot be learned from the "
-                            "nodes: pass schema= (e.g. 'prediction double')")
-        probe = InferFeed(self.secret(), addresses, feed_timeout)
-        answers = list(probe.run(0, 0, iter(first.combine_chunks().to_batches())))
-        return from_arrow_schema(answers[0][1].schema)
-
 
 def _job_error(e: BaseException, what: str) -> Exception:
     text = error_summary(e)

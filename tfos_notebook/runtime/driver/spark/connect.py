@@ -5,19 +5,18 @@ A barrier gang is a barrier ``mapInArrow`` over ``spark.range(0, n, 1, n)``; tag
 (``addTag`` / ``interruptTag``). With no status store to read, the cluster is estimated: slots from
 the session's conf where it says (``local[N]``, executor instances and cores), executors' hosts,
 cores, GPU addresses and versions from a probe job run once per session, which also checks that
-executors can open a connection to the driver host (where the control server listens).
+executors can open a connection to the driver host (where the control server listens; see
+``probe.py``).
 """
 
 from __future__ import annotations
 
 import logging
 import re
-import socket
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import msgpack
@@ -27,90 +26,24 @@ from .backend import (
     BarrierFn,
     ClusterView,
     DataBarrierFn,
-    ExecutorInfo,
     HadoopFileSystem,
     SparkBackend,
     barrier_task_context,
-    gpu_addresses,
     is_connect,
 )
+from .probe import PROBE_DDL, Probe, ProbeTask, ReachListener
 
-#: How long a probe task waits to connect to the driver host before calling it unreachable.
 log = logging.getLogger(__name__)
 
-REACH_TIMEOUT = 3.0
 #: How long the probe job may wait for a free slot and its Python workers before it is given up.
 PROBE_TIMEOUT = 60.0
 #: How long a probe's answer is reused.
 PROBE_TTL = 600.0
-PROBE_DDL = "host string, cores long, gpus array<string>, python string, tensorflow string, reach string"
 
 
 class DriverUnreachable(TFOSError):
     """The executors cannot open a connection to the driver host, where the run's control server
     listens (a client outside the cluster: serverless, or ``remote()`` from a laptop)."""
-
-
-@dataclass(frozen=True)
-class Probe:
-    """What the probe job saw: one entry per executor host, and the errors of tasks that could
-    not reach the driver host (empty when all could)."""
-
-    executors: tuple[ExecutorInfo, ...]
-    unreachable: tuple[str, ...]
-    versions: tuple[tuple[str, str, str], ...]
-    at: float
-
-
-class ProbeTask:
-    """The body of each probe task: this host's name, cores, GPU addresses, Python and TensorFlow
-    versions, and whether it can connect to ``(host, port)`` on the driver ("" when it can)."""
-
-    def __init__(self, host: str, port: int) -> None:
-        self.host, self.port = host, port
-
-    def __call__(self, batches: Iterator) -> Iterator:
-        import os
-
-        import pyarrow as pa
-        from pyspark import TaskContext
-
-        from ...wire.versions import installed_versions
-
-        for _ in batches:
-            pass
-        gpus = gpu_addresses(TaskContext.get())
-        versions = installed_versions()  # tensorflow-cpu and the other builds count too
-        try:
-            with socket.create_connection((self.host, self.port), timeout=REACH_TIMEOUT):
-                reach = ""
-        except OSError as e:
-            reach = f"{socket.gethostname()}: {type(e).__name__}: {e}"
-        yield pa.RecordBatch.from_pylist([{
-            "host": socket.gethostname(), "cores": os.cpu_count() or 1, "gpus": gpus,
-            "python": versions["python"], "tensorflow": versions["tensorflow"], "reach": reach}])
-
-
-class _Listener:
-    """A TCP listener on the driver host that accepts and closes connections (the probe's target)."""
-
-    def __init__(self, host: str) -> None:
-        self.sock = socket.create_server((host, 0))
-        self.port = self.sock.getsockname()[1]
-        self._thread = threading.Thread(target=self._serve, daemon=True, name="tfos-reach-probe")
-        self._thread.start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:  # closed
-                return
-            conn.close()
-
-    def close(self) -> None:
-        self.sock.close()
-        self._thread.join(2)
 
 
 class ConnectBackend(SparkBackend):
@@ -207,7 +140,7 @@ class ConnectBackend(SparkBackend):
 
     def _run_probe(self) -> Probe:
         try:
-            listener = _Listener(self.driver_host())
+            listener = ReachListener(self.driver_host())
         except OSError as e:  # the driver host is not this machine: a client outside the cluster
             return Probe((), (f"this process cannot listen on {self.driver_host()} ({e})",), (), time.monotonic())
         try:
@@ -221,14 +154,7 @@ class ConnectBackend(SparkBackend):
             rows = job.result()
         finally:
             listener.close()
-        by_host: dict[str, ExecutorInfo] = {}
-        for r in rows:
-            known = by_host.get(r.host)
-            gpus = tuple(sorted(set(r.gpus or ()) | set(known.gpus if known else ())))
-            by_host[r.host] = ExecutorInfo(r.host, r.host, int(r.cores), gpus)
-        unreachable = tuple(sorted({r.reach for r in rows if r.reach}))
-        versions = tuple(sorted({(r.host, r.python, r.tensorflow) for r in rows}))
-        return Probe(tuple(by_host.values()), unreachable, versions, time.monotonic())
+        return Probe.of(rows)
 
     def _conf_slots_hint(self) -> int:
         """Probe tasks to run: the slots the conf names (so that every executor likely gets one)."""

@@ -28,7 +28,8 @@ import numpy as np
 import pyarrow as pa
 
 from ...wire.errors import FeedError
-from ...wire.feed.codec import batch_to_rows, python_column, results_to_batch
+from ...wire.feed.codec import batch_to_rows, python_column
+from ...wire.feed.predictions import results_to_batch
 from .queue import Piece
 
 

@@ -18,7 +18,8 @@ import pyarrow as pa
 
 from ...wire import channel
 from ...wire.errors import FeedError
-from ...wire.feed.codec import batch_bytes, batches_of_rows, result_values
+from ...wire.feed.codec import batch_bytes, batches_of_rows
+from ...wire.feed.predictions import result_values
 from ...wire.feed.protocol import FRAME_BYTES, tell
 from ...wire.feed.stage import FEED_KEY, OUTPUT_SCHEMA, InStage, dealt_batches
 from ...wire.feed.tasks import TASK_TIMEOUT_MARGIN, InferFeed, TrainFeed

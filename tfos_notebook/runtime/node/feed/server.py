@@ -15,18 +15,17 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import deque
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from ...wire import channel
 from ...wire.errors import FeedError
-from ...wire.feed.codec import batch_bytes, read_stream
+from ...wire.feed.codec import read_stream
 from ...wire.feed.protocol import MAX_FRAME
 from ...wire.messages import FeedReport, FeedServing
 from .queue import Chunk, EpochEnd, FeedEnd, FeedQueue, PartitionEnd, Piece
+from .results import Partition, ResultRoutes, Source
 
 if TYPE_CHECKING:
     from ..statuspipe import StatusPipe
@@ -34,13 +33,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 REPORT_SECONDS = 1.0
-
-
-@dataclass(eq=False)
-class _Partition:
-    delivered: int = 0
-    done: bool = False
-    owner: Any = None
 
 
 def _field(msg: dict, key: str, kind: type) -> Any:
@@ -61,23 +53,6 @@ def _stream(msg: dict) -> tuple[pa.Schema, pa.RecordBatch | None]:
         return read_stream(_field(msg, "data", bytes))
     except (pa.ArrowException, OSError, FeedError) as e:
         raise channel.ChannelError(f"malformed {str(msg.get('t'))[:40]!r} request: {e}") from None
-
-
-class _Source:
-    """One feeding connection."""
-
-    def __init__(self, conn: channel.Connection, mode: str, part: _Partition | None = None) -> None:
-        self.conn, self.mode, self.part = conn, mode, part
-        self.closed = False
-
-    def send_results(self, batch: pa.RecordBatch) -> None:
-        if self.closed:
-            return
-        try:
-            self.conn.send_with_bin({"t": "results", "n": batch.num_rows}, "data", batch_bytes(batch))
-        except OSError as e:  # the inference task is gone; its partition is fed again elsewhere
-            log.debug("results could not go back to their task: %s", e)
-            self.closed = True
 
 
 class FeedServer:
@@ -107,10 +82,9 @@ class FeedServer:
         self.queue = FeedQueue(self.buffer_bytes)
         self._status = status
         self._cond = threading.Condition()
-        self._parts: dict[tuple[str, int], _Partition] = {}
+        self._parts: dict[tuple[str, int], Partition] = {}
         self._train_conns: set[channel.Connection] = set()
-        self._pending: deque[list] = deque()  # [source, rows still owed results], in consumption order
-        self._pending_lock = threading.Lock()
+        self._results = ResultRoutes()
         self._sample: tuple[pa.Schema, pa.RecordBatch | None] | None = None
         self._server = channel.ControlServer(self.host, self.secret, self._on_message, self._on_close,
                                              max_frame=MAX_FRAME)
@@ -192,7 +166,7 @@ class FeedServer:
         if "feed" in conn.attrs:  # its partition would stay owned by it (a retry of it would wait forever)
             raise channel.ChannelError("a connection feeds one partition: this one already opened one")
         if msg.get("mode") == "infer":
-            conn.attrs["feed"] = _Source(conn, "infer")
+            conn.attrs["feed"] = Source(conn, "infer")
             conn.send({"t": "ready", "skip": 0})
             return
         if self.queue.terminated:
@@ -200,7 +174,7 @@ class FeedServer:
             return
         key = (str(msg.get("pass")), _field(msg, "part", int))
         with self._cond:
-            part = self._parts.setdefault(key, _Partition())
+            part = self._parts.setdefault(key, Partition())
             while part.owner is not None and not self.queue.terminated:
                 self._cond.wait(1.0)  # another attempt is still feeding this partition
             if self.queue.terminated:
@@ -208,11 +182,11 @@ class FeedServer:
                 return
             part.owner = conn
             self._train_conns.add(conn)
-        conn.attrs["feed"] = _Source(conn, "train", part)
+        conn.attrs["feed"] = Source(conn, "train", part)
         conn.send({"t": "ready", "skip": -1 if part.done else part.delivered})
 
     def _on_rows(self, conn: channel.Connection, msg: dict) -> None:
-        source: _Source | None = conn.attrs.get("feed")
+        source: Source | None = conn.attrs.get("feed")
         if source is None:
             raise channel.ChannelError("rows before open")
         _, batch = _stream(msg)
@@ -223,7 +197,7 @@ class FeedServer:
             source.part.delivered += batch.num_rows
 
     def _on_done(self, conn: channel.Connection, msg: dict) -> None:
-        source: _Source | None = conn.attrs.get("feed")
+        source: Source | None = conn.attrs.get("feed")
         if source is None:
             raise channel.ChannelError("done before open")
         if source.mode == "infer":
@@ -245,7 +219,7 @@ class FeedServer:
         conn.send({"t": "ack", "terminated": terminated})
 
     def _on_close(self, conn: channel.Connection) -> None:
-        source: _Source | None = conn.attrs.get("feed")
+        source: Source | None = conn.attrs.get("feed")
         if source is None:
             return
         source.closed = True
@@ -275,32 +249,12 @@ class FeedServer:
         pieces, why = self.queue.take(n, epoch=epoch, partition=partition, timeout=timeout)
         if self.pace is not None:
             self.pace.fed(sum(p.rows for p in pieces))
-        owed = [p for p in pieces if p.chunk.source is not None]
-        if owed:
-            with self._pending_lock:
-                for p in owed:
-                    if self._pending and self._pending[-1][0] is p.chunk.source:
-                        self._pending[-1][1] += p.rows
-                    else:
-                        self._pending.append([p.chunk.source, p.rows])
+        self._results.owe(pieces)
         return pieces, why
 
     def send_results(self, batch: pa.RecordBatch) -> None:
         """Send predictions for the oldest rows that await them, in the order they were taken."""
-        with self._pending_lock:
-            owed = sum(k for _, k in self._pending)
-            if batch.num_rows > owed:
-                raise FeedError(f"got {batch.num_rows} results but only {owed} fed rows await results: give "
-                                "batch_results exactly one result per row of the batches read for inference")
-            offset = 0
-            while offset < batch.num_rows:
-                entry = self._pending[0]
-                k = min(entry[1], batch.num_rows - offset)
-                entry[0].send_results(batch.slice(offset, k))
-                offset += k
-                entry[1] -= k
-                if entry[1] == 0:
-                    self._pending.popleft()
+        self._results.send(batch)
 
     def terminate(self) -> None:
         """Stop feeding: drop buffered data, refuse more, and tell the feeding tasks to stop."""

@@ -2,7 +2,8 @@
 
 On the executors: Python rows of an RDD become Arrow record batches (a DataFrame's batches are
 Arrow already). On the nodes: record batches become numpy arrays (``ctx.dataset``), Python rows
-(``DataFeed.next_batch``), and predictions become record batches again (inference).
+(``DataFeed.next_batch``), and predictions become record batches again (inference, in
+``predictions.py``).
 
 Row kinds, kept in the schema's metadata so the nodes give rows back in the shape they had:
 ``row`` (a DataFrame, or an RDD of ``pyspark.sql.Row``), ``tuple`` (RDD of tuples: columns
@@ -30,7 +31,7 @@ PREDICTION = "prediction"
 
 
 # -- RDD rows -> Arrow (executor side) ---------------------------------------------------------
-def _arrow_type(value: Any, where: str) -> pa.DataType:
+def arrow_type(value: Any, where: str) -> pa.DataType:
     if value is None:
         raise FeedError(f"{where} is None in the first row, so its type is unknown: give it a value in every "
                         "row, or feed a DataFrame, whose schema says the type")
@@ -39,7 +40,7 @@ def _arrow_type(value: Any, where: str) -> pa.DataType:
     if isinstance(value, np.ndarray):
         if value.ndim == 0:
             return pa.from_numpy_dtype(value.dtype)
-        leaf = (_arrow_type(value.flat[0], where) if value.dtype == object and value.size
+        leaf = (arrow_type(value.flat[0], where) if value.dtype == object and value.size
                 else pa.from_numpy_dtype(value.dtype))
         for _ in range(value.ndim):
             leaf = pa.list_(leaf)
@@ -58,7 +59,7 @@ def _arrow_type(value: Any, where: str) -> pa.DataType:
         if not value:
             raise FeedError(f"{where} is an empty list in the first row, so its element type is unknown: "
                             "feed a DataFrame with an ArrayType column instead")
-        return pa.list_(_arrow_type(value[0], f"{where}[0]"))
+        return pa.list_(arrow_type(value[0], f"{where}[0]"))
     try:
         return pa.array([value]).type
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as e:
@@ -78,12 +79,12 @@ def schema_for_sample(row: Any) -> pa.Schema:
         kind, names, values = "dict", [str(k) for k in row], list(row.values())
     else:
         kind, names, values = "value", ["value"], [row]
-    fields = [pa.field(n, _arrow_type(v, f"column {n!r}"), metadata=_numpy_metadata(v))
+    fields = [pa.field(n, arrow_type(v, f"column {n!r}"), metadata=numpy_metadata(v))
               for n, v in zip(names, values, strict=True)]
     return pa.schema(fields, metadata={KIND_KEY: kind.encode()})
 
 
-def _numpy_metadata(value: Any) -> dict[bytes, bytes] | None:
+def numpy_metadata(value: Any) -> dict[bytes, bytes] | None:
     """The field metadata that makes a column of values like ``value`` come back as numpy values."""
     if isinstance(value, np.ndarray):
         return {NDARRAY_KEY: NDARRAY if value.ndim else SCALAR}
@@ -98,7 +99,7 @@ def row_kind(schema: pa.Schema) -> str:
     return kind if kind in KINDS else "row"
 
 
-def _nested_from_ndarray(arr: np.ndarray, typ: pa.DataType) -> pa.Array:
+def nested_from_ndarray(arr: np.ndarray, typ: pa.DataType) -> pa.Array:
     leaf = typ
     while pa.types.is_list(leaf):
         leaf = leaf.value_type
@@ -114,7 +115,7 @@ def _column(values: list, field: pa.Field) -> pa.Array:
     if pa.types.is_list(typ) and values and all(isinstance(v, np.ndarray) for v in values):
         shapes = {v.shape for v in values}
         if len(shapes) == 1 and all(v.dtype != object for v in values):
-            return _nested_from_ndarray(np.stack(values), typ)
+            return nested_from_ndarray(np.stack(values), typ)
         values = [v.tolist() if v.ndim > 1 else v for v in values]
     try:
         return pa.array(values, type=typ)
@@ -238,83 +239,6 @@ def batch_to_rows(batch: pa.RecordBatch, kind: str | None = None) -> list:
 
     make = Row(*batch.schema.names)
     return [make(*values) for values in zip(*columns, strict=True)]
-
-
-# -- predictions -------------------------------------------------------------------------------
-def _as_numpy(value: Any) -> Any:
-    return value.numpy() if hasattr(value, "numpy") and not isinstance(value, np.ndarray) else value
-
-
-def _result_column(name: str, value: Any) -> tuple[pa.Array, dict[bytes, bytes] | None]:
-    """One column of results, one per row, from an array (its first axis is the rows) or a
-    sequence, and its field metadata: numpy values are marked so that they come back as numpy
-    values of the same dtype (see NDARRAY_KEY)."""
-    value = _as_numpy(value)
-    if isinstance(value, np.ndarray) and value.ndim == 0:
-        raise FeedError(f"results for {name!r} are a single value ({value!r}): return one result per input "
-                        "row, e.g. an array whose first axis is the rows")
-    if isinstance(value, np.ndarray) and value.dtype != object:
-        if value.ndim == 1:
-            return pa.array(value), {NDARRAY_KEY: SCALAR}
-        leaf: pa.DataType = pa.from_numpy_dtype(value.dtype)
-        for _ in range(value.ndim - 1):
-            leaf = pa.list_(leaf)
-        return _nested_from_ndarray(value, leaf), {NDARRAY_KEY: NDARRAY}
-    items = [_as_numpy(v) for v in value]
-    first = items[0] if items else None
-    try:
-        if isinstance(first, (np.ndarray, np.generic)) and all(
-                type(v) is type(first) and np.shape(v) == np.shape(first) and v.dtype == first.dtype for v in items):
-            return _result_column(name, np.stack(items))
-        if isinstance(first, np.ndarray):  # arrays of different shapes: one nested list each
-            return pa.array([v.tolist() for v in items], type=_arrow_type(first, name)), _numpy_metadata(first)
-        return pa.array(items), None
-    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as e:
-        raise FeedError(f"results for {name!r} cannot become an Arrow column ({e}): return numbers, strings, "
-                        "lists or arrays, one per input row") from e
-
-
-def results_to_batch(results: Any, rows: int | None = None) -> pa.RecordBatch:
-    """Predictions (for ``rows`` input rows, when given) as a record batch: a dict gives one column
-    per key, a record batch is taken as is, a sequence of tuples one column per tuple element, and
-    anything else (array, tensor, list) one column ``prediction``. The kind of each result
-    (numpy array or scalar of a dtype, tuple, Python value) is recorded in the schema, so that
-    :func:`result_values` gives back objects of the same kind."""
-    results = _as_numpy(results)
-    if isinstance(results, pa.RecordBatch):
-        batch = results
-    elif isinstance(results, pa.Table):
-        batch = results.combine_chunks().to_batches()[0] if results.num_rows else pa.RecordBatch.from_pylist(
-            [], schema=results.schema)
-    else:
-        if isinstance(results, dict):
-            kind, named = "dict", {str(k): v for k, v in results.items()}
-        elif not isinstance(results, np.ndarray) and _all_tuples(results := list(results)):
-            kind, named = "tuple", {f"_{i + 1}": list(c) for i, c in enumerate(zip(*results, strict=True))}
-        else:
-            kind, named = "value", {PREDICTION: results}
-        columns = [(name, *_result_column(name, value)) for name, value in named.items()]
-        schema = pa.schema([pa.field(n, a.type, metadata=meta) for n, a, meta in columns],
-                           metadata={KIND_KEY: kind.encode()})
-        batch = pa.RecordBatch.from_arrays([a for _, a, _ in columns], schema=schema)
-    if rows is not None and batch.num_rows != rows:
-        raise FeedError(f"got {batch.num_rows} results for a batch of {rows} rows: return exactly one result "
-                        "per input row, in order")
-    return batch
-
-
-def _all_tuples(items: list) -> bool:
-    """Whether ``items`` are plain tuples of one length (pyspark Rows and named tuples excepted)."""
-    return bool(items) and all(type(v) is tuple and len(v) == len(items[0]) for v in items) and bool(items[0])
-
-
-def result_values(batch: pa.RecordBatch) -> list:
-    """Predictions as Python objects, one per row, of the kind the node gave (see
-    :func:`results_to_batch`): numpy arrays and scalars keep their dtype, tuples stay tuples. A
-    record batch the node made itself gives values for one column, else a dict per row."""
-    if KIND_KEY not in (batch.schema.metadata or {}):
-        return batch_to_rows(batch, "value" if batch.num_columns == 1 else "dict")
-    return batch_to_rows(batch)
 
 
 # -- wire --------------------------------------------------------------------------------------

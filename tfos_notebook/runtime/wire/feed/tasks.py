@@ -23,8 +23,9 @@ import pyarrow as pa
 
 from .. import channel
 from ..errors import ChannelError, FeedError, FeedTimeout
-from .codec import batches_of_rows, result_values, slices
+from .codec import batches_of_rows, slices
 from .nodequery import ask_driver
+from .predictions import result_values
 from .protocol import CONNECTION_ERRORS, FRAME_BYTES, MAX_FRAME, FeedClient
 
 RECORD_SCHEMA = pa.schema([("part", pa.int32()), ("node", pa.int32()), ("rows", pa.int64()),

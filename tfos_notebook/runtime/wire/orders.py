@@ -1,0 +1,74 @@
+"""The control messages the driver sends its nodes (see :mod:`.messages`)."""
+
+from __future__ import annotations
+
+from . import checks as c
+from .message import Message, message
+
+
+@message
+class Cluster(Message):
+    """Every node registered: the cluster spec (``role -> ["host:port", ...]``)."""
+
+    TYPE = "cluster"
+    cluster_spec: dict[str, list[str]]
+    model_dir_shared: bool = True  # every node sees the driver's model dir (``ctx.model_dir_shared``)
+    CHECKS = {"cluster_spec": c.mapping(c.string, lambda v: list(c.seq(c.string)(v))), "model_dir_shared": c.boolean}
+
+
+@message
+class NodeAnswer(Message):
+    """The answer to a ``NodeQuery``: the node's state and, if it failed, why (one line or a few)."""
+
+    TYPE = "node_answer"
+    state: str
+    failure: str = ""
+    CHECKS = {"state": c.string, "failure": c.string}
+
+
+@message
+class Ping(Message):
+    """The driver's heartbeat: the node answers with a ``Pong``. A node that hears none for
+    ``DRIVER_SILENT_SECS`` takes the driver for lost and ends its process."""
+
+    TYPE = "ping"
+    seq: int
+    CHECKS = {"seq": c.integer}
+
+
+@message
+class Stop(Message):
+    """Stop the node's process (its process group)."""
+
+    TYPE = "stop"
+
+
+@message
+class Profile(Message):
+    """Capture a TensorFlow profiler trace of the running function for ``seconds`` or, when
+    ``steps`` > 0, for that many training steps; name it ``session`` (see ``ProfileDone``)."""
+
+    TYPE = "profile"
+    session: str
+    seconds: float = 0.0
+    steps: int = 0
+    CHECKS = {"session": c.string, "seconds": c.number, "steps": c.offset}
+
+
+@message
+class FilesResend(Message):
+    """A mirror was attached: send every file again from the start."""
+
+    TYPE = "files_resend"
+
+
+@message
+class FilesRewind(Message):
+    """The driver lacks the bytes before these offsets: send again from there."""
+
+    TYPE = "files_rewind"
+    files: dict[str, int]
+    area: str = ""
+    CHECKS = {"files": c.mapping(c.string, c.offset), "area": c.string}
+
+

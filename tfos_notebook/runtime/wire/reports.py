@@ -1,0 +1,249 @@
+"""The control messages a node sends its driver (see :mod:`.messages`)."""
+
+from __future__ import annotations
+
+from dataclasses import field
+
+from . import checks as c
+from .checks import Check
+from .message import Message, message
+
+
+@message
+class Register(Message):
+    """A node reached the driver and holds its TensorFlow port open."""
+
+    TYPE = "register"
+    task: int
+    attempt: int
+    host: str
+    port: int
+    pid: int
+    executor_id: str = ""
+    gpus: tuple[str, ...] = ()  # the node's CUDA_VISIBLE_DEVICES
+    python: str = ""
+    tensorflow: str = ""
+    hostname: str = ""
+    sees_model_dir: bool = True  # the run's model dir is a local path and the driver's probe file is there
+    CHECKS = {"task": c.integer, "attempt": c.integer, "host": c.string, "port": c.integer, "pid": c.integer,
+              "executor_id": c.string, "gpus": c.seq(c.string), "python": c.string, "tensorflow": c.string,
+              "hostname": c.string, "sees_model_dir": c.boolean}
+
+
+@message
+class NodeStateReport(Message):
+    """The node's child process was told to go (``state``: ``running``)."""
+
+    TYPE = "state"
+    state: str
+    child_pid: int = 0
+    CHECKS = {"state": c.string, "child_pid": c.integer}
+
+
+@message
+class Logs(Message):
+    """Output lines of the node's process: ``(stream, line)`` with stream ``stdout`` / ``stderr``."""
+
+    TYPE = "logs"
+    lines: tuple[tuple[str, str], ...]
+    CHECKS = {"lines": c.seq(c.fixed(c.string, c.string))}
+
+
+@message
+class StepReport(Message):
+    """Training progress (``ctx.report`` or the Keras callback)."""
+
+    TYPE = "step"
+    step: int
+    metrics: dict[str, float] = field(default_factory=dict)
+    CHECKS = {"step": c.integer, "metrics": c.mapping(c.string, c.number)}
+
+
+@message
+class FeedServing(Message):
+    """A training node's data feed listens at ``host:port`` (InputMode.SPARK)."""
+
+    TYPE = "feed_serving"
+    host: str
+    port: int
+    CHECKS = {"host": c.string, "port": c.integer}
+
+
+@message
+class FeedReport(Message):
+    """A training node's data feed: rows received and consumed, bytes waiting, seconds the
+    buffered data has waited, and whether the function called ``terminate()``."""
+
+    TYPE = "feed_progress"
+    received: int
+    consumed: int
+    buffered: int
+    stalled: float = 0.0
+    terminated: bool = False
+    CHECKS = {"received": c.integer, "consumed": c.integer, "buffered": c.integer, "stalled": c.number,
+              "terminated": c.boolean}
+
+
+#: ``Files.area`` of a node's profiler traces: relpaths ``plugins/profile/<session>/<node>.xplane.pb``
+#: under the run's TensorBoard root (the node's log files have area "", under the node's own directory).
+PROFILE_AREA = "profile"
+
+
+@message
+class Files(Message):
+    """New bytes of files shipped by the node: ``(relpath, offset, data)`` under its own log
+    directory (``area`` "") or its profiler traces (``area`` ``PROFILE_AREA``)."""
+
+    TYPE = "files"
+    chunks: tuple[tuple[str, int, bytes], ...]
+    area: str = ""
+    CHECKS = {"chunks": c.seq(c.fixed(c.string, c.offset, c.blob)), "area": c.string}
+
+
+@message
+class PaceReport(Message):
+    """How fast the node trains, measured in its process and sent about once a second.
+
+    ``steps`` and ``examples`` count since the function started; over the last ``secs`` seconds it
+    ran ``window_steps`` steps of ``step_secs`` each (the median; 0: unknown), took
+    ``window_examples`` examples and waited ``wait_secs`` for the next batch from the feed
+    (``input_measured``: only the feed of InputMode.SPARK can tell). ``epoch`` (from 0) of
+    ``epochs`` and ``epoch_step`` of ``epoch_steps``, or ``step`` of ``total_steps``, say how far
+    it is where Keras or ``ctx.report`` tells (0: unknown)."""
+
+    TYPE = "pace"
+    steps: int
+    secs: float
+    window_steps: int
+    step_secs: float = 0.0
+    examples: int = 0
+    window_examples: int = 0
+    wait_secs: float = 0.0
+    input_measured: bool = False
+    step: int = 0
+    total_steps: int = 0
+    epoch: int = 0
+    epochs: int = 0
+    epoch_step: int = 0
+    epoch_steps: int = 0
+    CHECKS = {"steps": c.offset, "secs": c.number, "window_steps": c.offset, "step_secs": c.number,
+              "examples": c.offset, "window_examples": c.offset, "wait_secs": c.number,
+              "input_measured": c.boolean, "step": c.integer, "total_steps": c.offset, "epoch": c.offset,
+              "epochs": c.offset, "epoch_step": c.offset, "epoch_steps": c.offset}
+
+
+@message
+class ProfileDone(Message):
+    """The node captured a profiler trace for ``session`` (``ok``; its bytes were shipped before
+    this message, in ``PROFILE_AREA``) or could not (``detail`` says why)."""
+
+    TYPE = "profile_done"
+    session: str
+    ok: bool
+    detail: str = ""
+    CHECKS = {"session": c.string, "ok": c.boolean, "detail": c.string}
+
+
+LEFTOVER_FIELDS: dict[str, Check] = {"host": c.string, "pid": c.integer, "run_id": c.string, "task": c.string,
+                                     "cmdline": c.string, "gpus": c.seq(c.string), "used_mib": c.integer,
+                                     "killed": c.boolean}
+
+
+@message
+class Leftovers(Message):
+    """Processes of earlier runs (and foreign GPU holders) on the node's host (``orphans.Leftover``
+    fields)."""
+
+    TYPE = "leftovers"
+    items: tuple[dict, ...]
+    CHECKS = {"items": c.seq(c.record(LEFTOVER_FIELDS))}
+
+
+GPU_FIELDS: dict[str, Check] = {"address": c.string, "utilization": c.integer, "used_mib": c.integer,
+                                "total_mib": c.integer}
+
+
+@message
+class GpuReport(Message):
+    """Utilisation (percent) and memory of the node's GPUs as NVML reads them, one map per GPU
+    address Spark assigned (``GPU_FIELDS``)."""
+
+    TYPE = "gpu_stats"
+    gpus: tuple[dict, ...]
+    CHECKS = {"gpus": c.seq(c.record(GPU_FIELDS))}
+
+
+@message
+class SystemReport(Message):
+    """The node's host as psutil reads it, as MLflow's system metrics do: CPU utilisation
+    (percent), memory used (MB of 10^6 bytes) and its share (percent). Sent every few seconds
+    while the run is logged to MLflow."""
+
+    TYPE = "system_stats"
+    cpu_percent: float
+    memory_used_mb: float
+    memory_percent: float
+    CHECKS = {"cpu_percent": c.number, "memory_used_mb": c.number, "memory_percent": c.number}
+
+
+@message
+class MlflowCalls(Message):
+    """MLflow calls the chief's function made (``mlflow.log_metric``, ``mlflow.autolog()``...),
+    relayed to the run's MLflow run on the driver: metric points ``(key, value, timestamp ms,
+    step)``, params and tags ``(key, value)``."""
+
+    TYPE = "mlflow"
+    metrics: tuple[tuple[str, float, int, int], ...] = ()
+    params: tuple[tuple[str, str], ...] = ()
+    tags: tuple[tuple[str, str], ...] = ()
+    CHECKS = {"metrics": c.seq(c.fixed(c.string, c.number, c.integer, c.integer)),
+              "params": c.seq(c.fixed(c.string, c.string)), "tags": c.seq(c.fixed(c.string, c.string))}
+
+
+@message
+class ModelExport(Message):
+    """The chief exported the trained model (``ctx.export``) as a SavedModel at ``path``; ``keras``
+    says what the model was (``tf_keras``, ``keras`` for Keras 3, or ``tf`` for another
+    ``tf.Module``)."""
+
+    TYPE = "model_export"
+    path: str
+    keras: str
+    CHECKS = {"path": c.string, "keras": c.string}
+
+
+@message
+class NodeQuery(Message):
+    """From a Spark task that feeds the run (not a node): what became of node ``task``? It asks
+    when that node's data feed is gone, to report the node's own failure instead."""
+
+    TYPE = "node_query"
+    task: int
+    CHECKS = {"task": c.integer}
+
+
+@message
+class Pong(Message):
+    """The answer to a ``Ping``: the node's host is reachable."""
+
+    TYPE = "pong"
+    seq: int
+    CHECKS = {"seq": c.integer}
+
+
+@message
+class Result(Message):
+    """The node's outcome: ``ok`` with the pickled return value (``value``, of type ``value_type``),
+    ``stopped`` on request, or neither with the traceback; ``exit_code`` of its process."""
+
+    TYPE = "result"
+    ok: bool
+    exit_code: int | None = None
+    value: bytes | None = None
+    value_type: str = ""
+    stopped: bool = False
+    traceback: str = ""
+    CHECKS = {"ok": c.boolean, "exit_code": c.opt_integer, "value": c.opt_blob, "value_type": c.string,
+              "stopped": c.boolean, "traceback": c.string}
+
+
