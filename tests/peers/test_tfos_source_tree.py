@@ -22,14 +22,17 @@ from tfos_notebook.examples.mnist_files import write_mnist_files
 
 from .tfos_tree import SKIP_REASON, SOURCE_TREE, copy_changed, empty_jar, run_tests, submit
 
-pytestmark = [pytest.mark.skipif(not SOURCE_TREE, reason=SKIP_REASON), pytest.mark.slow]
+TIMEOUT = 900  # seconds for one program
+# A test runs up to two programs of up to TIMEOUT seconds each (train, then predict): past pytest's
+# 600 s, which a busy 2-core machine reaches with the MNIST-sized files.
+pytestmark = [pytest.mark.skipif(not SOURCE_TREE, reason=SKIP_REASON), pytest.mark.slow,
+              pytest.mark.timeout(2 * TIMEOUT + 300)]
 
 KERAS = Path(SOURCE_TREE) / "examples" / "mnist" / "keras"
 PUBLIC_TESTS = ["test.py", "test_TFCluster.py", "test_TFNode.py", "test_TFParallel.py", "test_dfutil.py",
                 "test_pipeline.py"]
 INTERNAL_TESTS = ["test_TFSparkNode.py", "test_reservation.py"]  # TensorFlowOnSpark's own plumbing
 LAYOUTS = ["standalone", "local[3]"]
-TIMEOUT = 900
 NUMPY_INT = "module 'numpy' has no attribute 'int'"
 
 
