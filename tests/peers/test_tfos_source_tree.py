@@ -151,7 +151,7 @@ def tfos_tests(tmp_path_factory) -> Path:
     return out
 
 
-def tests_env(cluster, tests: Path) -> dict[str, str]:
+def env_of_tfos_tests(cluster, tests: Path) -> dict[str, str]:
     return {"MASTER": cluster.master_url, "SPARK_WORKER_INSTANCES": str(cluster.workers),
             "SPARK_CLASSPATH": str(tests / "empty.jar")}
 
@@ -162,7 +162,8 @@ def test_tfos_public_api_tests_pass_with_only_the_import_changed(name, tfos_clus
     spark_slot.stop()  # the cluster's cores go to the tests' own SparkContext
     for leftover in ("test_model", "test_export", "test_tfr"):
         shutil.rmtree(tfos_tests / leftover, ignore_errors=True)
-    outcomes = run_tests(tfos_tests / name, tmp_path / "report.xml", tests_env(tfos_cluster, tfos_tests), TIMEOUT)
+    outcomes = run_tests(tfos_tests / name, tmp_path / "report.xml", env_of_tfos_tests(tfos_cluster, tfos_tests),
+                         TIMEOUT)
     failures = {test: text[-3000:] for test, (outcome, text) in outcomes.items() if outcome != "passed"}
     assert outcomes and not failures, "\n\n".join(f"{test}:\n{text}" for test, text in failures.items())
 
@@ -172,6 +173,7 @@ def test_tfos_internal_tests_fail_only_for_want_of_its_plumbing(name, tfos_clust
                                                                 tmp_path):
     """Its reservation server (unauthenticated pickle over TCP), executor-side node functions and
     GPU probing by nvidia-smi are not provided: these files cannot import them."""
-    outcomes = run_tests(tfos_tests / name, tmp_path / "report.xml", tests_env(tfos_cluster, tfos_tests), TIMEOUT)
+    outcomes = run_tests(tfos_tests / name, tmp_path / "report.xml", env_of_tfos_tests(tfos_cluster, tfos_tests),
+                         TIMEOUT)
     [(outcome, text)] = outcomes.values()
     assert outcome == "error" and "ImportError: cannot import name" in text and "from 'tfos_notebook'" in text
