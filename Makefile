@@ -66,7 +66,7 @@ demo: $(EXAMPLES_STAMP)
 # serves).
 test: $(TEST_STAMP) labext ui-deps
 	$(PY) -m ruff check tfos_notebook tests bench example_notebooks
-	$(PY) -m pytest -ra --durations=25 -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder $(PYTEST_ARGS)
+	$(PY) -m pytest -ra --durations=25 -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 # The inner loop: lint, then the tests that start no Spark application, browser or fake host
 # (markers set by tests/conftest.py from the fixtures each test uses).

@@ -11,7 +11,6 @@ cluster tests and the switch happens once.
 from __future__ import annotations
 
 import os
-from collections import Counter
 
 import pytest
 
@@ -115,8 +114,7 @@ def pytest_collection_modifyitems(config, items):
         if (slot or "multihost" in item.keywords) and "spark" not in item.keywords:
             item.add_marker(pytest.mark.spark)
 
-    slow_tests = Counter(item.nodeid.split("::")[0] for item in items if "slow" in item.keywords)
-    items.sort(key=lambda item: _schedule(item, slow_tests))
+    items.sort(key=_order)
     no_gpu = _no_gpu_reason()
     if no_gpu:
         for item in items:
@@ -131,19 +129,6 @@ def pytest_xdist_node_collection_finished(node, ids):
     if node.config.getvalue("dist") == "loadgroup" and ids and not any("@" in i for i in ids):
         raise pytest.UsageError("pytest-xdist's --dist loadgroup ignores the xdist_group marks with this pytest "
                                 f"({pytest.__version__}): install the pytest that pyproject.toml's test extra names")
-
-
-def _schedule(item, slow_tests: Counter) -> tuple:
-    """Where ``item`` runs in the session: the Spark slot's tests first, in ``_order``; then each
-    other module whole, those holding the most slow tests first. make test runs ``--dist loadgroup
-    --no-loadscope-reorder``, so each worker takes the next group in this order as it frees up: the
-    longest start first and the many short modules fill in at the end (xdist's own reorder, by test
-    count, left the modules of a few long tests, the Spark Connect suite's one test of minutes among
-    them, to run last, alone)."""
-    if item.get_closest_marker("xdist_group").args[0] == SLOT_GROUP:
-        return 0, 0, "", *_order(item)
-    module = item.nodeid.split("::")[0]
-    return 1, -slow_tests[module], module, *_order(item)
 
 
 def _order(item) -> tuple[int, int, str]:
@@ -309,9 +294,10 @@ def _wait_for_executors(sc, n: int, timeout: float = 60.0) -> None:
     raise TimeoutError(f"{n} executors did not register within {timeout}s")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def mlflow_server(tmp_path_factory):
-    """A real MLflow tracking server over HTTP, with basic auth, started once (see mlflowserver.py)."""
+    """A real MLflow tracking server over HTTP, with basic auth (see mlflowserver.py), started once
+    for the module that uses it and stopped after it, not kept running beside the rest of the session."""
     from mlflowserver import MlflowServer
 
     server = MlflowServer(str(tmp_path_factory.mktemp("mlflow-server"))).start()

@@ -40,7 +40,10 @@ class MlflowServer:
                     f"database_uri = sqlite:///{self.root}/auth.db\nadmin_username = {USERNAME}\n"
                     f"admin_password = {PASSWORD}\n"
                     "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n")
-        env = {**os.environ, "MLFLOW_AUTH_CONFIG_PATH": config, "MLFLOW_FLASK_SERVER_SECRET_KEY": "tfos-tests"}
+        # No job runner: its huey consumers (seven processes) poll for jobs these tests never make, a
+        # steady third of a core taken from the other tests while the server lives.
+        env = {**os.environ, "MLFLOW_AUTH_CONFIG_PATH": config, "MLFLOW_FLASK_SERVER_SECRET_KEY": "tfos-tests",
+               "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
         for name in ("MLFLOW_TRACKING_URI", "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD"):
             env.pop(name, None)
         mlflow = os.path.join(os.path.dirname(sys.executable), "mlflow")
