@@ -20,6 +20,10 @@ TEST_WORKERS ?= 2
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON ?= $(abspath $(PY))
 export TF_CPP_MIN_LOG_LEVEL ?= 2
+# Python writes its bytecode cache: with PYTHONDONTWRITEBYTECODE set (as some images do) and an
+# install that compiles nothing (uv's default), every process that imports TensorFlow compiles its
+# sources again (21 s instead of 7 here), and every node, kernel and test pays it.
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: demo test check lint venv clean bench bench-connect bench-feed bench-tensorboard bench-kernel bench-scale bench-mlflow labext ui-deps chromium lab
 
