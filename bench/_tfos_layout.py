@@ -15,6 +15,7 @@ docs/feed_tfos_layout.png; ``--from-json`` redraws from it.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
@@ -29,12 +30,12 @@ IMPLS = ("ours", "tfos")
 LABELS = {"lists": "RDD of lists", "numpy": "RDD of numpy rows", "df": "DataFrame"}
 
 
-def probe(python: str, impl: str, data: str, master: str, opts) -> dict:
+def probe(python: str, impl: str, data: str, master: str, opts, *extra: str) -> dict:
     env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=python, TFOS_SERVER_HOST="127.0.0.1",
                TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(HERE.parent))
     cmd = [python, str(HERE / "_program_probe.py"), "--impl", impl, "--data", data, "--master", master,
            "--workers", str(opts.workers), "--rows", str(opts.rows), "--batch", str(opts.batch),
-           "--epochs", *map(str, opts.epochs), *(["--model"] if opts.model else [])]
+           "--epochs", *map(str, opts.epochs), *(["--model"] if opts.model else []), *extra]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
     if out.returncode:
         raise RuntimeError(f"{impl} {data} probe failed:\n{out.stderr[-4000:]}")
@@ -57,6 +58,33 @@ def measure(opts, anchor_python: str | None, saved: dict) -> None:
                 for p in answer["programs"]:
                     print(f"round {round_ + 1}  {impl:4s} {data:5s} N={p['epochs']:<2d} program {p['seconds']:6.2f} s  "
                           f"first step {max(p['first_step']):5.2f} s  (load {answer['load']:.1f})", flush=True)
+
+
+def big(opts) -> dict:
+    """Ours once, 2 epochs, on a DataFrame of ``opts.big_rows`` rows computed as it is read (never cached),
+    each executor given ``opts.big_memory``: what the driver, the executors (JVM and the Python
+    processes under it, the node's child included) and the disk (spill and shuffle files) held at
+    their peaks."""
+    from tfos_notebook.devcluster import StandaloneCluster
+
+    row_bytes = 784 * 4 + 4
+    with StandaloneCluster(workers=opts.workers, cores=1, memory="4g", gpus_per_worker=0) as cluster:
+        answer = probe(sys.executable, "ours", "bigdf", cluster.master_url,
+                       argparse.Namespace(**{**vars(opts), "rows": opts.big_rows, "epochs": [2]}),
+                       "--executor-memory", opts.big_memory, "--partitions", str(4 * opts.workers))
+    [p] = answer["programs"]
+    out = {"rows": opts.big_rows, "data_mb": opts.big_rows * row_bytes / 2**20, "executor_memory": opts.big_memory,
+           "epochs": p["epochs"], "seconds": p["seconds"], "rows_fed": p["rows"], "peak_mb": p["peak_mb"],
+           "node_rss_mb": p["node_rss_mb"], "noop": answer["noop"][0], "load": os.getloadavg()[0]}
+    executors = [v for k, v in p["peak_mb"].items() if k.startswith("executor")]
+    print(f"\nbigger than memory: {out['rows']:,} rows ({out['data_mb']:,.0f} MiB as float32, "
+          f"{out['data_mb'] / opts.workers:,.0f} MiB per node) never cached, executors of {opts.big_memory}; "
+          f"{out['epochs']} epochs in {out['seconds']:.1f} s (Spark's no-op pass {out['noop']:.1f} s), rows fed per "
+          f"node {out['rows_fed']}\npeak MiB: driver {p['peak_mb']['driver']:.0f}, executors "
+          f"{', '.join(f'{v:.0f}' for v in executors)} (the JVM and its Python processes), the nodes' own "
+          f"{', '.join(f'{v:.0f}' for v in out['node_rss_mb'])}, disk {p['peak_mb']['disk']:.0f} (spill and "
+          f"shuffle files); load {out['load']:.1f}")
+    return out
 
 
 def _median(values: list[float]) -> float | None:
@@ -190,4 +218,7 @@ def main(opts, anchor_python: str | None) -> None:
         saved["seconds"] = saved.get("seconds", 0) + time.time() - started
         raw.write_text(json.dumps(saved, indent=1))
     report(saved, Path(opts.plot))
+    if opts.big_rows:
+        saved["big"] = big(opts)
+        raw.write_text(json.dumps(saved, indent=1))
     print(f"\nplot: {opts.plot}  raw: {raw}")

@@ -107,6 +107,9 @@ def main() -> None:
                         help="F2: the kinds of data")
     parser.add_argument("--model", action="store_true", help="F2: nodes import TensorFlow and train a Keras model")
     parser.add_argument("--append", action="store_true", help="F2: add these rounds to the saved results")
+    parser.add_argument("--big-rows", type=int, default=0,
+                        help="F2: then ours once on a DataFrame of this many rows computed as read (never cached)")
+    parser.add_argument("--big-memory", default="512m", help="F2: each executor's memory for --big-rows")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--skip-anchor", action="store_true")
