@@ -217,7 +217,8 @@ def main(opts, anchor_python: str | None) -> None:
         raw.parent.mkdir(exist_ok=True)
         saved["seconds"] = saved.get("seconds", 0) + time.time() - started
         raw.write_text(json.dumps(saved, indent=1))
-    report(saved, Path(opts.plot))
+    if saved["runs"]:  # none with --rounds 0 and nothing saved: the big run alone
+        report(saved, Path(opts.plot))
     if opts.big_rows:
         saved["big"] = big(opts)
         raw.write_text(json.dumps(saved, indent=1))
