@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from tfos_notebook import InputMode, NodeError, PreflightError, TFCluster, TFNode, TFParallel
+from tfos_notebook.runtime.driver.events import Log
 
 ROWS = [[x] for x in range(1000)]  # tensors of shape [1], as TensorFlowOnSpark's test feeds them
 EXPECTED = sum(x * x for x in range(1000))
@@ -158,6 +159,19 @@ def test_the_port_is_released_before_the_function_by_default(local_spark):
     assert chief["tmp_socket"] is None and chief["worker_num"] == chief["executor_id"] == 0
     assert chief["defaultFS"].startswith("file:") and chief["working_dir"]
     assert cluster.cluster_info[1]["job_name"] == "worker"
+
+
+def say_where(args, ctx):
+    print(f"hello from {ctx.job_name} {ctx.task_index}", flush=True)
+
+
+def test_outside_a_notebook_the_nodes_output_reaches_the_programs_stderr(local_spark, capfd):
+    cluster = TFCluster.run(local_spark.sparkContext, say_where, None, 2, num_ps=0, master_node="chief")
+    cluster.shutdown()
+    err = capfd.readouterr().err
+    assert "[chief:0] hello from chief 0" in err and "[worker:0] hello from worker 0" in err, err[-3000:]
+    # the events keep every line, TensorFlow's notices too
+    assert "hello from chief 0" in [e.line for e in cluster.run_handle.events.events(Log)]
 
 
 def test_shutdown_stops_a_cluster_still_running_after_its_timeout(local_spark):

@@ -12,6 +12,7 @@ and are fed over the network, as often as ``train`` is called."""
 from __future__ import annotations
 
 import os
+import sys
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -201,6 +202,7 @@ def run(sc, map_fun, tf_args, num_executors: int, num_ps: int = 0, tensorboard: 
                  input_mode="spark" if input_mode == InputMode.SPARK else "tensorflow",
                  release_port=release_port, **kwargs)
     board = _attach(handle, tensorboard)
+    _echo_node_output(handle)
     if input_mode == InputMode.SPARK and not _slot_to_spare(handle, num_executors):
         return TFCluster(handle, input_mode, board, in_stage=True, sc=sc, queues=queues)
     try:
@@ -225,6 +227,25 @@ def _attach(run: Run, tensorboard: bool) -> TensorBoardHandle | None:
 
     registry.track(run).set_tensorboard(board)
     return board
+
+
+def _echo_node_output(run: Run) -> None:
+    """Outside a notebook's kernel (a script, ``spark-submit``), print each line the nodes print to
+    this process's stderr as ``[role:index] line``: where TensorFlowOnSpark leaves them in every
+    executor's stderr, the program's own output shows them. TensorFlow's known notices are left out
+    here, as in the notebook's monitor; the run's events keep every line (``Log``)."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    if getattr(shell, "kernel", None) is not None:  # the notebook shows them in the cell
+        return
+    from ..notebook.logfilter import is_noise
+    from ..runtime.driver.events import Log
+
+    def echo(event: Any) -> None:
+        if isinstance(event, Log) and not is_noise(event.line):
+            print(f"[{event.role}:{event.index}] {event.line}", file=sys.stderr, flush=True)
+
+    run.events.subscribe(echo, replay=False)
 
 
 def _slot_to_spare(run: Run, num_nodes: int) -> bool:
