@@ -52,25 +52,23 @@ def test_headless_notebook_prints_concise_progress_lines_and_errors(tmp_path):
 
     progress = _text(launch) + _text(wait)
     assert "[tfos] nb_run: reserved 2/2" in progress
-    # both nodes reported running: on one line, or on two when their states reach the kernel apart
-    running = re.findall(r"^\[tfos\] nb_run: (.+) running$", progress, re.M)
-    assert sorted(node for line in running for node in line.split(", ")) == ["chief:0", "worker:0"], progress
+    # each node's states, as (node, state): the nodes of one state on one line, or on more when
+    # their states reach the kernel apart; each node in each state once
+    states = [line for line in progress.splitlines() if re.search(r"nb_run: (chief|worker):\d", line)]
+    named = [(node, line.rsplit(" ", 1)[1]) for line in states
+             for node in line.split("nb_run: ", 1)[1].rsplit(" ", 1)[0].split(", ")]
+    assert len(named) == len(set(named)), progress
+    assert sorted(node for node, state in named if state == "running") == ["chief:0", "worker:0"], progress
     assert re.search(r"\[tfos\] nb_run: finished in 0:\d\d \(step 119  loss 0.008333\); result: \{'steps': 120\}",
                      _text(wait))
     assert wait.outputs[-1].data["text/plain"] == "{'steps': 120}"
     assert "chatty line" not in progress
     # No flood: 8 lines a run always prints (the local session, launching, reserved x2, cluster
-    # ready, TensorBoard, run finished, its throughput), each node's state once per state (the
-    # nodes of one state on one line, or on more when their states reach the kernel apart), and
-    # the periodic
+    # ready, TensorBoard, run finished, its throughput), the state lines above, and the periodic
     # ones (a step line and a pace line, each at most every STEP_EVERY_SECONDS) bounded by how long
     # the run took: 6 s of steps at 20 a second, longer on a busy machine
     took = int(re.search(r"finished in 0:(\d\d)", _text(wait)).group(1))
     periodic = [line for line in progress.splitlines() if re.search(r"nb_run: (step \d+ |[\d.]+ steps/s · elapsed)", line)]
-    states = [line for line in progress.splitlines() if re.search(r"nb_run: (chief|worker):\d", line)]
-    named = [(node, line.rsplit(" ", 1)[1]) for line in states
-             for node in line.split("nb_run: ", 1)[1].rsplit(" ", 1)[0].split(", ")]
-    assert len(named) == len(set(named)), progress
     assert len(progress.splitlines()) - len(periodic) - len(states) <= 8, progress
     assert len(periodic) <= 2 * (took // STEP_EVERY_SECONDS + 1), progress
 

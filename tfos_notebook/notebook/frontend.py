@@ -9,6 +9,7 @@ to the most recently started cell unless that thread sets its own parent message
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -20,12 +21,10 @@ MONITOR_ENV = "TFOS_MONITOR"
 
 
 def ipython_shell() -> Any:
-    """The running IPython shell, or None in plain Python."""
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return None
-    return get_ipython()
+    """The running IPython shell, or None in plain Python (IPython is not imported to ask: a running
+    shell has imported it already)."""
+    ipython = sys.modules.get("IPython")
+    return ipython.get_ipython() if ipython is not None else None
 
 
 def has_widget_frontend(shell: Any) -> bool:

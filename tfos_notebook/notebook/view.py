@@ -165,7 +165,7 @@ class RunView:
             row.step, row.metrics = e.step, dict(e.metrics)
             row.add_point(e.step, e.metrics)
         elif isinstance(e, Log):
-            line = f"[{e.role}:{e.index}] {e.line}"
+            line = e.labelled()
             self.logs.append(line)
             self.log_count += 1
             if is_noise(e.line):

@@ -234,16 +234,16 @@ def _echo_node_output(run: Run) -> None:
     this process's stderr as ``[role:index] line``: where TensorFlowOnSpark leaves them in every
     executor's stderr, the program's own output shows them. TensorFlow's known notices are left out
     here, as in the notebook's monitor; the run's events keep every line (``Log``)."""
-    ipython = sys.modules.get("IPython")
-    shell = ipython.get_ipython() if ipython is not None else None
-    if getattr(shell, "kernel", None) is not None:  # the notebook shows them in the cell
+    from ..notebook.frontend import ipython_shell
+
+    if getattr(ipython_shell(), "kernel", None) is not None:  # the notebook shows them in the cell
         return
     from ..notebook.logfilter import is_noise
     from ..runtime.driver.events import Log
 
     def echo(event: Any) -> None:
         if isinstance(event, Log) and not is_noise(event.line):
-            print(f"[{event.role}:{event.index}] {event.line}", file=sys.stderr, flush=True)
+            print(event.labelled(), file=sys.stderr, flush=True)
 
     run.events.subscribe(echo, replay=False)
 

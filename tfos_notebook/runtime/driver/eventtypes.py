@@ -127,6 +127,10 @@ class Log(Event):
     stream: str
     line: str
 
+    def labelled(self) -> str:
+        """The line as shown to a person: ``[role:index] line``."""
+        return f"[{self.role}:{self.index}] {self.line}"
+
 
 @dataclass(frozen=True)
 class Step(Event):
