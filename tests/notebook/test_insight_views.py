@@ -13,9 +13,9 @@ from tfos_notebook.notebook.monitor import Monitor
 from tfos_notebook.notebook.text import TextMonitor
 from tfos_notebook.notebook.tracker import pace_record
 from tfos_notebook.notebook.view import RunView
-from tfos_notebook.runtime.driver.events import EventStream, Pace
+from tfos_notebook.runtime.driver.events import EventStream, Pace, ProfileCaptured, TaskState
 from tfos_notebook.runtime.driver.lifecycle import RunState
-from tfos_notebook.runtime.driver.profiles import check_request
+from tfos_notebook.runtime.driver.profiles import check_request, request_profile
 from tfos_notebook.tensorboard import profiles
 
 WHERE = [(1, 4), (1, 8), (2, 4)]  # (epoch from 0, step in it) after each report: 3 epochs of 8 steps
@@ -127,6 +127,33 @@ def test_a_profile_of_an_ended_or_reserving_run_or_without_tensorboard_is_refuse
         check_request(FakeRun(RunState.RUNNING, sink=None), 5, None, None)
     assert str(no_board.value) == ("run digits has no TensorBoard to receive the traces: start one first "
                                    "(%tfos_tensorboard digits, or tfos_notebook.tensorboard.attach_tensorboard(run))")
+
+
+def test_a_node_whose_process_dies_during_a_profile_is_answered_at_once_with_the_likely_cause():
+    import time
+    from types import SimpleNamespace
+
+    class Dying(FakeRun):
+        """Two running nodes; worker:0's process dies once the order is sent (as TensorFlow's
+        profiler made it do in a multi-worker run), and chief:0's trace arrives."""
+
+        def __init__(self) -> None:
+            super().__init__(RunState.RUNNING)
+            self.events = EventStream()
+            live = SimpleNamespace(live=True)
+            self.nodes = [SimpleNamespace(name=n, state=live, conn=object()) for n in ("chief:0", "worker:0")]
+
+        def tell(self, nodes, msg) -> None:
+            self.events.publish(TaskState(RUN, task=1, role="worker", index=0, state="failed", detail="exit -6"))
+            self.events.publish(ProfileCaptured(RUN, task=0, role="chief", index=0, session=msg.session, ok=True))
+
+    began = time.monotonic()
+    result = request_profile(Dying(), seconds=60)
+    assert time.monotonic() - began < 1
+    assert result.traces == ["chief:0"]
+    assert result.failures == {"worker:0": "its process ended (failed) before its trace arrived: TensorFlow's "
+                                           "profiler can crash a node of a synchronous multi-worker run as it "
+                                           "collects the trace (docs/insight.md)"}
 
 
 def test_a_profile_without_the_profile_plugin_says_how_to_install_it(monkeypatch):

@@ -18,7 +18,7 @@ from typing import Protocol
 
 from ..wire import messages as m
 from .errors import ConfigError
-from .events import Event, EventStream, ProfileCaptured, RunFinished
+from .events import Event, EventStream, ProfileCaptured, RunFinished, TaskState
 from .lifecycle import RunState
 from .noderecord import NodeRecord
 from .supervised import FileSink
@@ -116,6 +116,12 @@ def request_profile(run: ProfiledRun, seconds: float | None = None, steps: int |
                     result.traces.append(name)
                 else:
                     result.failures[name] = e.detail
+            elif isinstance(e, TaskState) and e.state in ("failed", "stopped") and f"{e.role}:{e.index}" in chosen:
+                name = f"{e.role}:{e.index}"
+                if name not in result.traces and name not in result.failures:
+                    result.failures[name] = f"its process ended ({e.state}) before its trace arrived" + (
+                        ": TensorFlow's profiler can crash a node of a synchronous multi-worker run as it "
+                        "collects the trace (docs/insight.md)" if e.state == "failed" else "")
             if len(result.traces) + len(result.failures) == len(chosen) or isinstance(e, RunFinished):
                 answered.set()
 
