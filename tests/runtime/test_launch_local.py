@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 import time
 import types
@@ -70,6 +71,10 @@ def test_node_exception_surfaces_with_role_and_traceback_and_stops_the_rest(loca
     assert "ValueError: worker cannot load shard 7" in str(err)
     assert 'in fail_on_worker' in err.traceback_text
     assert run.state == "failed"
+    # where the chief was when the run failed: its Python stacks, written before it was stopped
+    chief = [e.line for e in run.events.events(Log) if e.role == "chief"]
+    assert any(line.startswith("Current thread 0x") for line in chief), chief
+    assert any(re.search(r'line \d+ in fail_on_worker$', line) for line in chief), chief
     assert eventually(lambda: not child_processes(run.run_id))
     # the same SparkContext launches again
     again = Run(sc, echo, 1, 2).start()
@@ -121,6 +126,7 @@ def test_stop_kills_the_node_processes_and_keeps_the_context(local_spark):
     assert eventually(lambda: len(child_processes(run.run_id)) == 2)
     run.stop()
     assert run.state == "stopped"
+    assert not [e for e in run.events.events(Log) if "most recent call first" in e.line]  # a stop asked for
     with pytest.raises(RunStopped):
         run.wait(1)
     assert eventually(lambda: not child_processes(run.run_id))

@@ -145,14 +145,15 @@ class FakeNode:
                 self.send(m.Pong(msg.seq))
         self.conn.sock.settimeout(None)
 
-    def wait_for_stop(self, timeout: float = 10) -> bool:
+    def wait_for_stop(self, timeout: float = 10) -> m.Stop | None:
+        """The driver's ``Stop`` (None: the connection ended, or none came in ``timeout`` seconds)."""
         self.conn.sock.settimeout(timeout)
         try:
             while True:
-                if isinstance(self.recv(), m.Stop):
-                    return True
+                if isinstance(msg := self.recv(), m.Stop):
+                    return msg
         except (OSError, ChannelError):
-            return False
+            return None
 
     def close(self) -> None:
         self.conn.close()
@@ -230,19 +231,21 @@ def test_stop_mid_run_tells_every_node_and_ends_stopped():
     run = start(script)
     run.wait_for_reservations(5)
     run.stop(10)
-    assert told == [True, True]
+    assert [stop.stacks for stop in told] == [False, False]  # a stop asked for: no stacks wanted
     assert run.state is RunState.STOPPED and isinstance(run.error, RunStopped)
     assert states(run) == ["reserving", "running", "stopping", "stopped"]
 
 
 def test_an_exception_in_the_function_fails_the_run_without_a_retry():
+    told = []
+
     def script(plan, task, cancel):
         node = FakeNode(plan, task)
         node.register()
         if task == 1:
             node.send(m.Result(ok=False, traceback="Traceback...\nValueError: bad input", exit_code=1))
         else:
-            node.wait_for_stop()
+            told.append(node.wait_for_stop())
             node.send(m.Result(ok=False, stopped=True, exit_code=-15))
         node.close()
         return {}
@@ -252,6 +255,7 @@ def test_an_exception_in_the_function_fails_the_run_without_a_retry():
         run.wait(10)
     assert (info.value.role, info.value.index) == ("worker", 0)
     assert run.backend.jobs == 1 and states(run) == ["reserving", "running", "failing", "failed"]
+    assert [stop.stacks for stop in told] == [True]  # the others write where they were before they stop
 
 
 def test_a_lost_node_relaunches_the_run_which_then_finishes():

@@ -146,7 +146,7 @@ class Supervisor:
         # The nodes' connections close after their last message (the result): once they are all
         # gone, every result has been handled and the attempt's outcome is known.
         if job.error is not None:
-            coord.broadcast(m.Stop())  # the job failed under them: nodes still running must end
+            coord.broadcast(m.Stop(stacks=True))  # the job failed under them: nodes still running must end
         self._all_gone(coord.connections())
         with self.lock:
             relaunch = self.state is RunState.RELAUNCHING
@@ -240,7 +240,8 @@ class Supervisor:
                                       error.exit_code, error.findings)
                 self.lifecycle.transition(RunState.FAILING, error)
             self._ending_since = time.monotonic()
-        self.coord.broadcast(m.Stop())
+        # a node failed: where the others were goes to their logs (a launch that timed out: no function ran)
+        self.coord.broadcast(m.Stop(stacks=isinstance(error, NodeError)))
 
     def request_stop(self) -> None:
         """Stop the run (``Run.stop``): unless it is already ending, every node is told to stop."""

@@ -28,7 +28,7 @@ import threading
 import traceback
 
 from ..wire.paths import node_dir_name
-from ..wire.watchdog import watch_parent
+from ..wire.watchdog import STACKS_SIGNAL, watch_parent
 from .statuspipe import open_pipe
 
 
@@ -71,6 +71,7 @@ def main(argv: list[str]) -> int:
     port_fd = int(argv[5]) if argv[5] != "-" else None
     orders_fd = int(argv[6])
     faulthandler.enable()  # a crash in native code (TensorFlow) leaves its Python stacks in the node's log
+    faulthandler.register(STACKS_SIGNAL, all_threads=True)  # so does a run that failed elsewhere (dump_stacks)
     threading.Thread(target=watch_parent, args=(node_pid,), daemon=True).start()
     status = open_pipe(status_fd)
     import cloudpickle  # imported while the cluster is still reserving

@@ -27,7 +27,7 @@ from ..wire.gpus import visible_devices
 from ..wire.orphans import kill_attempts_before, pid_dir
 from ..wire.paths import is_shared_logdir, local_path, node_dir_name
 from ..wire.plan import FOREGROUND_ROLES, NodePlan
-from ..wire.procs import kill_process_group
+from ..wire.procs import dump_stacks, kill_process_group
 from ..wire.versions import installed_versions
 from . import taskcontext
 from .ctx import NodeContext
@@ -225,6 +225,8 @@ def _supervise(plan: NodePlan, task: int, proc: subprocess.Popen, output: ChildO
         for msg in iter(orders.next, None):  # None: the connection is gone
             if isinstance(msg, m.Stop):
                 stopped.set()
+                if msg.stacks:
+                    dump_stacks(proc)
                 kill_process_group(proc, plan.stop_grace_secs)
                 return
             if isinstance(msg, (m.FilesResend, m.FilesRewind)):

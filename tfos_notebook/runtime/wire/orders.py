@@ -38,9 +38,12 @@ class Ping(Message):
 
 @message
 class Stop(Message):
-    """Stop the node's process (its process group)."""
+    """Stop the node's process (its process group); with ``stacks`` (the run failed elsewhere), its
+    Python stacks go to its log first, to show where it was."""
 
     TYPE = "stop"
+    stacks: bool = False
+    CHECKS = {"stacks": c.boolean}
 
 
 @message

@@ -1,4 +1,5 @@
-"""Stopping a process group: SIGTERM, a grace period, then SIGKILL; and lowering a thread's CPU
+"""Stopping a process group: SIGTERM, a grace period, then SIGKILL (first asking a node's child
+where it was, when the run failed elsewhere); and lowering a thread's CPU
 priority, for work on the driver that must never slow training down.
 
 A node's child, a TensorBoard and the development cluster's daemons each run in a process group of
@@ -14,6 +15,8 @@ import signal
 import subprocess
 import threading
 from collections.abc import Callable
+
+from .watchdog import STACKS_SIGNAL
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +55,21 @@ def kill_process_group(proc: subprocess.Popen, grace: float) -> int | None:
     if proc.poll() is None:
         kill_group(proc.pid, grace, lambda seconds: _waited(proc, seconds))
     return proc.poll()
+
+
+STACKS_SECS = 0.5  # for the stacks to be written before the child is stopped
+
+
+def dump_stacks(proc: subprocess.Popen) -> None:
+    """Have ``proc`` (a node's child, which registers ``faulthandler`` for ``STACKS_SIGNAL``) write
+    where each of its threads is to its stderr, which reaches the run's log, before it is stopped."""
+    if proc.poll() is None:
+        try:
+            os.kill(proc.pid, STACKS_SIGNAL)
+        except OSError as e:  # gone meanwhile
+            log.debug("no stacks from %s: %s", proc.pid, e)
+            return
+        _waited(proc, STACKS_SECS)
 
 
 def _waited(proc: subprocess.Popen, seconds: float) -> bool:

@@ -1,6 +1,7 @@
 """A process that dies with its parent: a node's child (whose parent is the node's Python worker)
 and a TensorBoard (whose parent is the kernel that owns it) each watch theirs. The driver waits
-``WATCHDOG_SECS`` twice over for a lost node's child to be gone."""
+``WATCHDOG_SECS`` twice over for a lost node's child to be gone. On ``STACKS_SIGNAL`` from its node,
+a child writes its threads' Python stacks to its stderr (``procs.dump_stacks``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import signal
 import time
 
 WATCHDOG_SECS = 0.5  # how often the child checks that its node is alive
+STACKS_SIGNAL = signal.SIGUSR1
 
 
 def watch_parent(parent: int, interval: float = WATCHDOG_SECS) -> None:
