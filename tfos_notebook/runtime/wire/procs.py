@@ -57,7 +57,7 @@ def kill_process_group(proc: subprocess.Popen, grace: float) -> int | None:
     return proc.poll()
 
 
-STACKS_SECS = 0.5  # for the stacks to be written before the child is stopped
+STACKS_SECS = 0.2  # for the stacks to be written (at once, by a signal handler in C) before the child is stopped
 
 
 def dump_stacks(proc: subprocess.Popen) -> None:
