@@ -4,6 +4,9 @@ TensorBoard, a bad request, TensorBoard without its Profile tab)."""
 
 from __future__ import annotations
 
+import time
+from types import SimpleNamespace
+
 import pytest
 from events_fixture import RUN, two_node_run
 from nbhelpers import table_rows
@@ -130,9 +133,6 @@ def test_a_profile_of_an_ended_or_reserving_run_or_without_tensorboard_is_refuse
 
 
 def test_a_node_whose_process_dies_during_a_profile_is_answered_at_once_with_the_likely_cause():
-    import time
-    from types import SimpleNamespace
-
     class Dying(FakeRun):
         """Two running nodes; worker:0's process dies once the order is sent (as TensorFlow's
         profiler made it do in a multi-worker run), and chief:0's trace arrives."""

@@ -128,9 +128,8 @@ class TrainRun:
         ``node`` (``"worker:0"``) keeps one node's."""
         lines = []
         for e in self.run.events.events(Log):
-            name = f"{e.role}:{e.index}"
-            if node is None or name == node:
-                lines.append(f"[{name}] {e.line}")
+            if node is None or f"{e.role}:{e.index}" == node:
+                lines.append(e.labelled())
         return lines
 
     def wait(self, timeout: float | None = None) -> Any:

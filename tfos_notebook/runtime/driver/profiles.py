@@ -110,14 +110,13 @@ def request_profile(run: ProfiledRun, seconds: float | None = None, steps: int |
 
     def on_event(e: Event) -> None:
         with lock:
-            if isinstance(e, ProfileCaptured) and e.session == session and f"{e.role}:{e.index}" in chosen:
-                name = f"{e.role}:{e.index}"
+            name = f"{e.role}:{e.index}" if isinstance(e, (ProfileCaptured, TaskState)) else None
+            if isinstance(e, ProfileCaptured) and e.session == session and name in chosen:
                 if e.ok:
                     result.traces.append(name)
                 else:
                     result.failures[name] = e.detail
-            elif isinstance(e, TaskState) and e.state in ("failed", "stopped") and f"{e.role}:{e.index}" in chosen:
-                name = f"{e.role}:{e.index}"
+            elif isinstance(e, TaskState) and e.state in ("failed", "stopped") and name in chosen:
                 if name not in result.traces and name not in result.failures:
                     result.failures[name] = f"its process ended ({e.state}) before its trace arrived" + (
                         ": TensorFlow's profiler can crash a node of a synchronous multi-worker run as it "
