@@ -5,6 +5,7 @@ TensorBoard, a bad request, TensorBoard without its Profile tab)."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -16,7 +17,7 @@ from tfos_notebook.notebook.monitor import Monitor
 from tfos_notebook.notebook.text import TextMonitor
 from tfos_notebook.notebook.tracker import pace_record
 from tfos_notebook.notebook.view import RunView
-from tfos_notebook.runtime.driver.events import EventStream, Pace, ProfileCaptured, TaskState
+from tfos_notebook.runtime.driver.events import EventStream, LaunchSubmitted, Pace, ProfileCaptured, TaskState
 from tfos_notebook.runtime.driver.lifecycle import RunState
 from tfos_notebook.runtime.driver.profiles import check_request, request_profile
 from tfos_notebook.tensorboard import profiles
@@ -62,15 +63,31 @@ def test_the_profile_button_records_on_a_thread_and_shows_where_the_traces_are()
     said = []
     monitor = Monitor("digits", RUN, on_stop=lambda: None, on_profile=lambda: said.append(1) or "[tfos] profile X")
     monitor.update(running(two_node_run(steps=0)))
+    monitor.profile_button.click()  # two training nodes: the first click warns and records nothing
+    assert said == [] and monitor.profile_button.description == "Profile anyway"
+    assert "2 training nodes" in monitor.profile_result.value and "crash a node" in monitor.profile_result.value
     monitor.profile_button.click()
     for _ in range(100):
         if "profile X" in monitor.profile_result.value:
             break
-        import time
-
         time.sleep(0.01)
     assert said == [1] and "[tfos] profile X" in monitor.profile_result.value
     assert not monitor.profile_button.disabled
+
+
+def test_the_profile_button_of_a_single_training_node_records_at_the_first_click():
+    said = []
+    monitor = Monitor("digits", RUN, on_stop=lambda: None, on_profile=lambda: said.append(1) or "[tfos] profile Y")
+    chief_alone = [replace(e, num_tasks=1, roles=("chief:0",)) if isinstance(e, LaunchSubmitted) else e
+                   for e in running(two_node_run(steps=0)) if getattr(e, "role", "chief") == "chief"]
+    monitor.update(chief_alone)
+    assert [r.role for r in monitor.view.rows.values()] == ["chief"]
+    monitor.profile_button.click()
+    for _ in range(100):
+        if "profile Y" in monitor.profile_result.value:
+            break
+        time.sleep(0.01)
+    assert said == [1] and monitor.profile_button.description == "Profile"
 
 
 def test_text_lines_say_the_progress_every_few_seconds_and_the_totals_at_the_end():

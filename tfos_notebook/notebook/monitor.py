@@ -23,11 +23,13 @@ from collections.abc import Callable
 from typing import Any
 
 from ..runtime.driver.events import Event
+from ..runtime.wire.plan import FOREGROUND_ROLES
 from .monitorhtml import (
     VISIBLE_LOG_LINES,
     findings_html,
     header_html,
     logs_html,
+    profile_warning_html,
     progress_html,
     run_curves_html,
     snapshot_hider_html,
@@ -50,7 +52,9 @@ class Monitor:
             unless given): the static copy of the ended run goes through it.
 
     ``on_profile`` (called on a thread of its own by the Profile button, shown while the run
-    trains) returns the lines to show under the header.
+    trains) returns the lines to show under the header. On a run of more than one training node
+    the first click only warns (TensorFlow's profiler can crash a node of a synchronous
+    multi-worker run, docs/insight.md) and the button becomes "Profile anyway".
 
     ``widget`` is the root box to display; ``header``, ``progress``, ``throughput`` (the progress
     bar, rates and ETA from the nodes' step timing), ``profile_button``, ``tasks``, ``curves`` (the
@@ -170,6 +174,11 @@ class Monitor:
                 self._sync(None)
 
     def _profile_clicked(self, _button: Any = None) -> None:
+        trainers = sum(1 for r in self.view.rows.values() if r.role in FOREGROUND_ROLES)
+        if trainers > 1 and self.profile_button.description == "Profile":
+            self.profile_button.description = "Profile anyway"
+            self.profile_result.value = profile_warning_html(trainers)
+            return
         self._in_background(self.profile_button, self.profile_result, "recording a profile on every node…",
                             self._on_profile, "profile")
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 
+from ..runtime.driver.profiles import CRASH_RISK
 from .curves import curves_html
 from .view import RunView, TaskRow, format_duration, format_gpus, format_progress, format_rate
 
@@ -127,6 +128,14 @@ def snapshot_hider_html(run_id: str) -> str:
     """A style rule, put in the live widget, that hides the run's static copy while the widget is
     on the page."""
     return f'<style>.tfos-snapshot[data-run-id="{html.escape(run_id)}"]{{display:none}}</style>'
+
+
+def profile_warning_html(trainers: int) -> str:
+    """What the Profile button's first click says on a run of several training nodes."""
+    return ("<div style='color:#b35900'>" + html.escape(
+        f"This run has {trainers} training nodes: {CRASH_RISK}. A lost node is relaunched from the last "
+        "checkpoint if the nodes use ctx.callbacks(); otherwise the run fails. Press \"Profile anyway\" "
+        "to record.") + "</div>")
 
 
 def findings_html(view: RunView) -> str:

@@ -5,10 +5,11 @@
  * lists the run with its node count, elapsed time and loss curve, and only the actions that apply;
  * the run's TensorBoard panel (behind jupyter-server-proxy) shows a point a node wrote within
  * 5 s; the monitor shows the run's progress bar and throughput, and the sidebar its pace; in the
- * re-run the monitor's own TensorBoard shows a point within 5 s too, its Profile button records
- * both nodes' traces, and the Profile tab of that TensorBoard (through jupyter-server-proxy)
- * shows them; the re-run's TensorBoard holds only the re-run's curve; a long run is stopped from
- * the sidebar; the ended runs are cleared. Screenshots go to $TFOS_UI_SCREENSHOT_DIR (default
+ * re-run the monitor's own TensorBoard shows a point within 5 s too, its Profile button warns of
+ * the profiler's risk to a multi-worker run at the first click and records both nodes' traces at
+ * the second, and the Profile tab of that TensorBoard (through jupyter-server-proxy) shows them;
+ * the re-run's TensorBoard holds only the re-run's curve; a long run is stopped from the sidebar;
+ * the ended runs are cleared. Screenshots go to $TFOS_UI_SCREENSHOT_DIR (default
  * docs/): labextension.png, monitor.png, sidebar.png, profile.png.
  */
 import { expect, test } from '@jupyterlab/galata';
@@ -291,7 +292,10 @@ test('a training run shows in the runs sidebar and its TensorBoard draws the sca
     }
   );
   await expect(rerunMonitor.locator('.tfos-progress-bar')).toBeVisible();
-  await rerunMonitor.getByRole('button', { name: 'Profile' }).click();
+  // Two training nodes: the first click warns of TensorFlow's profiler crash, the second records.
+  await rerunMonitor.getByRole('button', { name: 'Profile', exact: true }).click();
+  await expect(rerunMonitor).toContainText(/This run has 2 training nodes: .*crash a node/);
+  await rerunMonitor.getByRole('button', { name: 'Profile anyway' }).click();
   const monitorFrame = rerunMonitor.locator('iframe.tfos-tensorboard');
   await monitorFrame.scrollIntoViewIfNeeded();
   const monitorBoard = page

@@ -47,6 +47,9 @@ class ProfiledRun(Protocol):
 MAX_SECONDS = 300.0
 SHIP_GRACE_SECS = 30.0  # past the capture, for the nodes to stop the profiler and ship their traces
 STEPS_WAIT_SECS = 120.0  # a profile of K steps waits at most this long for them (profiler.MAX_STEPS_WAIT_SECS)
+#: Why a profiled node of a run with collectives may fail (TensorFlow's host tracer, docs/insight.md).
+CRASH_RISK = ("TensorFlow's profiler can crash a node of a synchronous multi-worker run as it collects the trace "
+              "(docs/insight.md)")
 
 
 @dataclass
@@ -119,8 +122,7 @@ def request_profile(run: ProfiledRun, seconds: float | None = None, steps: int |
             elif isinstance(e, TaskState) and e.state in ("failed", "stopped") and name in chosen:
                 if name not in result.traces and name not in result.failures:
                     result.failures[name] = f"its process ended ({e.state}) before its trace arrived" + (
-                        ": TensorFlow's profiler can crash a node of a synchronous multi-worker run as it "
-                        "collects the trace (docs/insight.md)" if e.state == "failed" else "")
+                        f": {CRASH_RISK}" if e.state == "failed" else "")
             if len(result.traces) + len(result.failures) == len(chosen) or isinstance(e, RunFinished):
                 answered.set()
 
