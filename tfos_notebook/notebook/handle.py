@@ -128,7 +128,7 @@ class TrainRun:
         ``node`` (``"worker:0"``) keeps one node's."""
         lines = []
         for e in self.run.events.events(Log):
-            if node is None or f"{e.role}:{e.index}" == node:
+            if node is None or e.name == node:
                 lines.append(e.labelled())
         return lines
 

@@ -79,7 +79,7 @@ class TextMonitor:
                                                          sorted(self.view.rows.values(), key=lambda r: r.task)))
             elif isinstance(e, TaskState):
                 detail = f" ({e.detail})" if e.detail else ""
-                states.setdefault(e.state, []).append(f"{e.role}:{e.index}{detail}")
+                states.setdefault(e.state, []).append(f"{e.name}{detail}")
             elif isinstance(e, Step):  # the first node's latest step, at most every step_every seconds
                 due = self._last_step_t is None or e.t - self._last_step_t >= self.step_every
                 if due and (step is None or e.task <= step.task):
@@ -110,7 +110,7 @@ class TextMonitor:
             self._say(f"{', '.join(names)} {state}")
         if step is not None:
             self._last_step_t = step.t
-            self._say(f"{format_metrics(step.step, step.metrics)} ({step.role}:{step.index})")
+            self._say(f"{format_metrics(step.step, step.metrics)} ({step.name})")
 
     def _finished(self, e: RunFinished) -> None:
         took = format_duration(self.view.elapsed())

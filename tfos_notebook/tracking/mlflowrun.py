@@ -241,7 +241,7 @@ class MlflowTracker:
 
         try:
             if "://" not in export.path and not os.path.exists(export.path):
-                raise FileNotFoundError(f"{export.path} is not on the driver: {export.role}:{export.index} exported "
+                raise FileNotFoundError(f"{export.path} is not on the driver: {export.name} exported "
                                         "it to its own host's disk; export to storage the driver shares")
             log_exported_model(self._client, self.mlflow_run_id, self.experiment_id, export.path,
                                export.keras == "tf_keras", self._fold.last_step, self._fold.params)

@@ -24,6 +24,7 @@ from .eventtypes import (
     MlflowRun,
     ModelDirUnshared,
     ModelExported,
+    NodeEvent,
     Pace,
     ProfileCaptured,
     Registered,
@@ -38,6 +39,6 @@ from .eventtypes import (
 __all__ = [
     "ClusterReady", "EpochFed", "Event", "EventStream", "FeedPlanned", "FeedProgress", "FindingRaised", "GpuAssigned",
     "GpuStats", "LaunchSubmitted", "Log", "MlflowCalled", "MlflowRun", "ModelDirUnshared", "ModelExported",
-    "Pace", "ProfileCaptured", "Registered", "RunFinished", "RunStateChanged", "Step", "SystemStats",
+    "NodeEvent", "Pace", "ProfileCaptured", "Registered", "RunFinished", "RunStateChanged", "Step", "SystemStats",
     "TaskState", "TensorBoardStarted",
 ]

@@ -19,6 +19,20 @@ class Event:
 
 
 @dataclass(frozen=True)
+class NodeEvent(Event):
+    """An event of one node: its ``task`` (the barrier task's index), ``role`` and ``index``."""
+
+    task: int
+    role: str
+    index: int
+
+    @property
+    def name(self) -> str:
+        """The node as a person names it: ``role:index``."""
+        return f"{self.role}:{self.index}"
+
+
+@dataclass(frozen=True)
 class LaunchSubmitted(Event):
     """The barrier job was submitted: ``roles`` lists the planned ``role:index`` of each task."""
 
@@ -28,12 +42,9 @@ class LaunchSubmitted(Event):
 
 
 @dataclass(frozen=True)
-class Registered(Event):
+class Registered(NodeEvent):
     """A node reached the driver and holds its TensorFlow port open."""
 
-    task: int
-    role: str
-    index: int
     host: str
     executor_id: str
     port: int
@@ -42,49 +53,37 @@ class Registered(Event):
 
 
 @dataclass(frozen=True)
-class GpuAssigned(Event):
+class GpuAssigned(NodeEvent):
     """The GPUs a node uses, as its process sees them named (its ``CUDA_VISIBLE_DEVICES``)."""
 
-    task: int
-    role: str
-    index: int
     host: str
     addresses: tuple[str, ...]
 
 
 @dataclass(frozen=True)
-class GpuStats(Event):
+class GpuStats(NodeEvent):
     """A node's GPUs as NVML last read them: ``gpus`` holds ``(address, utilization percent,
     used MiB, total MiB)`` per GPU Spark assigned to it (sent every few seconds)."""
 
-    task: int
-    role: str
-    index: int
     host: str
     gpus: tuple[tuple[str, int, int, int], ...]
 
 
 @dataclass(frozen=True)
-class SystemStats(Event):
+class SystemStats(NodeEvent):
     """A node's host as psutil read it (sent every few seconds while the run is logged to MLflow):
     CPU utilisation and memory use, as MLflow's system metrics name them."""
 
-    task: int
-    role: str
-    index: int
     cpu_percent: float
     memory_used_mb: float
     memory_percent: float
 
 
 @dataclass(frozen=True)
-class MlflowCalled(Event):
+class MlflowCalled(NodeEvent):
     """MLflow calls the chief's function made, relayed for the run's MLflow run: metric points
     ``(key, value, timestamp ms, step)``, params and tags ``(key, value)``."""
 
-    task: int
-    role: str
-    index: int
     metrics: tuple[tuple[str, float, int, int], ...] = ()
     params: tuple[tuple[str, str], ...] = ()
     tags: tuple[tuple[str, str], ...] = ()
@@ -107,44 +106,35 @@ class ModelDirUnshared(Event):
 
 
 @dataclass(frozen=True)
-class TaskState(Event):
+class TaskState(NodeEvent):
     """A node changed state: ``running``, ``finished``, ``failed`` or ``stopped``."""
 
-    task: int
-    role: str
-    index: int
     state: str
     detail: str = ""
 
 
 @dataclass(frozen=True)
-class Log(Event):
+class Log(NodeEvent):
     """One line the user's function printed on a node (``stream`` is ``stdout`` or ``stderr``)."""
 
-    task: int
-    role: str
-    index: int
     stream: str
     line: str
 
     def labelled(self) -> str:
         """The line as shown to a person: ``[role:index] line``."""
-        return f"[{self.role}:{self.index}] {self.line}"
+        return f"[{self.name}] {self.line}"
 
 
 @dataclass(frozen=True)
-class Step(Event):
+class Step(NodeEvent):
     """Training progress reported by a node (``ctx.report`` or the Keras callback)."""
 
-    task: int
-    role: str
-    index: int
     step: int
     metrics: dict[str, float]
 
 
 @dataclass(frozen=True)
-class Pace(Event):
+class Pace(NodeEvent):
     """How fast a node trains (``messages.PaceReport``, about once a second): over the last
     ``secs`` seconds ``window_steps`` steps of ``step_secs`` each (median; 0: unknown),
     ``window_examples`` examples, ``wait_secs`` waiting for fed data (``input_measured``: only
@@ -152,9 +142,6 @@ class Pace(Event):
     ``epoch`` (from 0) of ``epochs`` and ``epoch_step`` of ``epoch_steps``, or ``step`` of
     ``total_steps`` (0: unknown)."""
 
-    task: int
-    role: str
-    index: int
     host: str
     steps: int
     secs: float
@@ -171,19 +158,12 @@ class Pace(Event):
     epoch_step: int = 0
     epoch_steps: int = 0
 
-    @property
-    def name(self) -> str:
-        return f"{self.role}:{self.index}"
-
 
 @dataclass(frozen=True)
-class ProfileCaptured(Event):
+class ProfileCaptured(NodeEvent):
     """A node's profiler trace of ``session`` is in the run's TensorBoard mirror (``ok``), or the
     node could not capture one (``detail`` says why)."""
 
-    task: int
-    role: str
-    index: int
     session: str
     ok: bool
     detail: str = ""
@@ -212,12 +192,9 @@ class RunFinished(RunStateChanged):
 
 
 @dataclass(frozen=True)
-class FeedProgress(Event):
+class FeedProgress(NodeEvent):
     """Rows a training node received from Spark and consumed so far (InputMode.SPARK)."""
 
-    task: int
-    role: str
-    index: int
     received: int
     consumed: int
     buffered_bytes: int
@@ -244,13 +221,10 @@ class EpochFed(Event):
 
 
 @dataclass(frozen=True)
-class ModelExported(Event):
+class ModelExported(NodeEvent):
     """The chief exported the trained model (``ctx.export``) to ``path``, saved by ``keras``
     (``tf_keras`` or ``keras``, the Keras that loads it back)."""
 
-    task: int
-    role: str
-    index: int
     path: str
     keras: str
 

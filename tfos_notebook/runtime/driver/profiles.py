@@ -18,7 +18,7 @@ from typing import Protocol
 
 from ..wire import messages as m
 from .errors import ConfigError
-from .events import Event, EventStream, ProfileCaptured, RunFinished, TaskState
+from .events import Event, EventStream, NodeEvent, ProfileCaptured, RunFinished, TaskState
 from .lifecycle import RunState
 from .noderecord import NodeRecord
 from .supervised import FileSink
@@ -113,7 +113,7 @@ def request_profile(run: ProfiledRun, seconds: float | None = None, steps: int |
 
     def on_event(e: Event) -> None:
         with lock:
-            name = f"{e.role}:{e.index}" if isinstance(e, (ProfileCaptured, TaskState)) else None
+            name = e.name if isinstance(e, NodeEvent) else None
             if isinstance(e, ProfileCaptured) and e.session == session and name in chosen:
                 if e.ok:
                     result.traces.append(name)
