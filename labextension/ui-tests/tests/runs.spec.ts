@@ -293,7 +293,7 @@ test('a training run shows in the runs sidebar and its TensorBoard draws the sca
   );
   await expect(rerunMonitor.locator('.tfos-progress-bar')).toBeVisible();
   // Two training nodes: the first click warns of TensorFlow's profiler crash, the second records.
-  await rerunMonitor.getByRole('button', { name: 'Profile', exact: true }).click();
+  await rerunMonitor.getByRole('button', { name: 'Profile' }).click();
   await expect(rerunMonitor).toContainText(/This run has 2 training nodes: .*crash a node/);
   await rerunMonitor.getByRole('button', { name: 'Profile anyway' }).click();
   const monitorFrame = rerunMonitor.locator('iframe.tfos-tensorboard');
