@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from nbhelpers import TRAINING_CELL, TRAINING_HELPERS, table_rows
+from sparkstate import executor_ids
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -20,7 +21,7 @@ def test_training_on_the_cluster_lists_each_node_with_its_executor_and_gpu(ip, s
     assert "finished" in monitor.header.value
     rows = {r[0]: r for r in table_rows(monitor.tasks.get_state()["value"])[1:]}
     assert set(rows) == {"chief:0", "worker:0"}
-    assert {rows[n][2] for n in rows} == {"0", "1"}  # one node per executor
+    assert {rows[n][2] for n in rows} == executor_ids(standalone.sparkContext)  # one node per executor
     for name, (_, host, _executor, port, gpus, state, step, _loss, _rate, _wait) in rows.items():
         assert (host, state, int(step)) == ("127.0.0.1", "finished", 45), name
         assert gpus in ("0", "1") and int(port) > 0

@@ -8,6 +8,7 @@ import time
 
 import pytest
 from procs import child_processes, eventually
+from sparkstate import executor_ids
 
 from tfos_notebook import NodeError, PreflightError, Run
 from tfos_notebook.examples.digits import DigitsArgs, train
@@ -49,7 +50,8 @@ def test_gpu_addresses_and_executor_ids_come_from_spark(standalone):
     run = Run(standalone.sparkContext, slow_echo, 0, 2, gpus_per_node=1).start()
     run.wait(120)
     registered = run.events.events(Registered)
-    assert sorted(e.executor_id for e in registered) == ["0", "1"]
+    executors = executor_ids(standalone.sparkContext)
+    assert len(executors) == 2 and {e.executor_id for e in registered} == executors
     assert all(len(e.gpus) == 1 for e in registered)
     assert len(run.events.events(GpuAssigned)) == 2
     for r in run.results.values():
@@ -64,7 +66,9 @@ def test_three_nodes_on_two_slots_fail_within_seconds_naming_the_slots(standalon
     assert elapsed <= 5, elapsed
     message = str(info.value)
     assert "needs 3 task slots at once but the cluster has 2" in message
-    assert "executor 0 on 127.0.0.1: 1 core(s)" in message and "executor 1 on 127.0.0.1: 1 core(s)" in message
+    executors = executor_ids(standalone.sparkContext)
+    assert len(executors) == 2
+    assert all(f"executor {e} on 127.0.0.1: 1 core(s)" in message for e in executors), message
     assert "ask for at most 2 nodes" in message
 
 
