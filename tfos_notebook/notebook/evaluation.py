@@ -100,6 +100,8 @@ class Evaluation:
 
     # -- control ---------------------------------------------------------------------------------
     def start(self) -> Evaluation:
+        # Said on the caller's thread, so the line lands under the cell that started the evaluation.
+        self._say(f"watching {self.scanner.model_dir} for checkpoints every {self.every:g}s")
         self._thread.start()
         return self
 
@@ -153,7 +155,6 @@ class Evaluation:
         lower_thread_priority()
         self._publish()
         try:
-            self._say(f"watching {self.scanner.model_dir} for checkpoints every {self.every:g}s")
             self._watch()
         except Exception as e:  # a bug or a broken model dir: say it rather than die silently
             log.exception("evaluation of run %s", self.run_name)
