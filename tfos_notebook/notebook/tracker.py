@@ -27,6 +27,7 @@ from ..runtime.driver.events import (
     Step,
 )
 from ..runtime.driver.insight import PaceBoard, Progress
+from ..runtime.wire.plan import node_name
 from ..state import registry
 from ..state.registry import RunRecord
 
@@ -58,7 +59,7 @@ class RunTracker:
         self.record = RunRecord(
             run_id=run.run_id, name=run.name, state=str(run.state) if run.state != "new" else "reserving",
             owner_pid=os.getpid(), owner_create_time=psutil.Process().create_time(), kernel_id=_kernel_id(),
-            host=socket.gethostname(), num_nodes=len(run.roles), roles=tuple(f"{r}:{i}" for r, i in run.roles),
+            host=socket.gethostname(), num_nodes=len(run.roles), roles=tuple(node_name(r, i) for r, i in run.roles),
             input_mode=run.input_mode, model_dir=run.model_dir, log_dir=run.log_dir)
         registry.write_record(self.record)
         registry.prune()

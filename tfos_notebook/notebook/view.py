@@ -29,6 +29,7 @@ from ..runtime.driver.events import (
     TaskState,
 )
 from ..runtime.driver.insight import PaceBoard, Progress
+from ..runtime.wire.plan import node_name
 from .logfilter import is_noise
 
 MAX_LOG_LINES = 200
@@ -63,7 +64,7 @@ class TaskRow:
 
     @property
     def name(self) -> str:
-        return f"{self.role}:{self.index}"
+        return node_name(self.role, self.index)
 
     @property
     def loss(self) -> float | None:

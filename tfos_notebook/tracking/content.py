@@ -10,7 +10,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ..runtime.wire.plan import FOREGROUND_ROLES
+from ..runtime.wire.plan import FOREGROUND_ROLES, node_name
 
 # MLflow's limits (mlflow.utils.validation): values longer are cut to fit, so one long value never
 # costs a whole batch.
@@ -67,7 +67,7 @@ def run_params(roles: list[tuple[str, int]], input_mode: str, args: Any) -> dict
 
 def run_tags(run_id: str, roles: list[tuple[str, int]], input_mode: str, spark_app_id: str | None) -> dict[str, str]:
     """The tags a run starts with: its id, node count and roles, input mode, Spark application."""
-    tags = {TAG_RUN_ID: run_id, TAG_NODES: str(len(roles)), TAG_ROLES: ",".join(f"{r}:{i}" for r, i in roles),
+    tags = {TAG_RUN_ID: run_id, TAG_NODES: str(len(roles)), TAG_ROLES: ",".join(node_name(r, i) for r, i in roles),
             TAG_INPUT_MODE: input_mode, TAG_ATTEMPTS: "1"}
     if spark_app_id:
         tags[TAG_SPARK_APP] = spark_app_id

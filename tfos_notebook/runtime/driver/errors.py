@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from ...errors import ConfigError, TFOSError
 from ..wire.errors import ChannelError, FeedError, FeedTimeout
+from ..wire.plan import node_name
 
 if TYPE_CHECKING:
     from .finding import Finding
@@ -42,7 +43,7 @@ class NodeError(TFOSError):
         self.traceback_text = traceback_text
         self.exit_code = exit_code
         self.findings = list(findings)
-        where = f"{role}:{index} on {host}"
+        where = f"{node_name(role, index)} on {host}"
         detail = traceback_text.rstrip() or f"the process exited with code {exit_code} and printed no traceback"
         hints = "".join("\n" + f.describe("likely cause: ", evidence=False, sep="\n") for f in self.findings)
         super().__init__(f"the function failed on {where}:\n{detail}{hints}")

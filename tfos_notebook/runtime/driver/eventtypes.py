@@ -7,6 +7,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..wire.plan import node_name
+
 
 def _now() -> float:
     return time.time()
@@ -29,7 +31,7 @@ class NodeEvent(Event):
     @property
     def name(self) -> str:
         """The node as a person names it: ``role:index``."""
-        return f"{self.role}:{self.index}"
+        return node_name(self.role, self.index)
 
 
 @dataclass(frozen=True)

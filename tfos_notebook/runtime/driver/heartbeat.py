@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..wire import messages as m
+from ..wire.plan import node_name
 from .coordinator import Coordinator
 from .errors import NodeError
 from .finding import Finding
@@ -68,7 +69,7 @@ class Heartbeat:
         evidence = [f"no message (heartbeat answers included) for {time.monotonic() - node.heard:.0f}s; the "
                     f"driver pings every {m.HEARTBEAT_SECS:g}s"]
         if held is not None:
-            evidence.append(f"{held.role}:{held.index} failed meanwhile, most likely because of it: "
+            evidence.append(f"{node_name(held.role, held.index)} failed meanwhile, most likely because of it: "
                             f"{(held.traceback_text.strip().splitlines() or ['?'])[-1]}")
         self.diagnosis.publish([Finding(
             code="node_unreachable",

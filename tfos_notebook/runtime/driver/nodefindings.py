@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ..wire.orphans import Leftover
 from ..wire.paths import SHARED_STORAGE
+from ..wire.plan import node_name
 from .finding import BLOCKER, WARNING, Finding, tail
 
 
@@ -50,7 +51,7 @@ def version_findings(versions: tuple[tuple[str, str, str], ...], driver_versions
 
 def diagnose_failure(role: str, index: int, host: str, traceback_text: str, port: int = 0) -> list[Finding]:
     """Findings that explain a node's failure from its traceback (a pure function of the text)."""
-    where = f"{role}:{index} on {host}"
+    where = f"{node_name(role, index)} on {host}"
     last = tail(traceback_text, 3)
     if "Could not start gRPC server" in traceback_text or "Failed to add port" in traceback_text:
         return [Finding(

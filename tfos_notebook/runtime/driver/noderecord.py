@@ -8,6 +8,7 @@ from typing import Any, Protocol
 
 from ..wire import messages as m
 from ..wire.filetail import Chunk
+from ..wire.plan import node_name
 from ..wire.states import NodeState
 from .errors import NodeError
 from .finding import Finding
@@ -69,7 +70,7 @@ class NodeRecord:
 
     @property
     def name(self) -> str:
-        return f"{self.role}:{self.index}"
+        return node_name(self.role, self.index)
 
     @property
     def where(self) -> str:

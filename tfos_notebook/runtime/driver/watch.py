@@ -9,6 +9,7 @@ import time
 from dataclasses import replace
 
 from ..wire.orphans import Leftover
+from ..wire.plan import node_name
 from ..wire.versions import installed_versions
 from . import preflight
 from .diagnose import Snapshot, diagnose, slot_wait_finding
@@ -25,7 +26,7 @@ class LiveDiagnosis:
     def __init__(self, run_id: str, backend, events: EventStream, roles: list[tuple[str, int]],
                  gpus_per_node: int, nodes_talk: bool = True) -> None:
         self.run_id, self.backend, self.events = run_id, backend, events
-        self.names = tuple(f"{r}:{i}" for r, i in roles)
+        self.names = tuple(node_name(r, i) for r, i in roles)
         self.gpus_per_node = gpus_per_node
         self.nodes_talk = nodes_talk
         self._security: dict | None = None  # the cluster's encryption settings, read once

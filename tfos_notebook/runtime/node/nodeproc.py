@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from ..wire import channel
 from ..wire import messages as m
 from ..wire.errors import ChannelError
-from ..wire.plan import chief_of
+from ..wire.plan import chief_of, node_name
 from ..wire.timeouts import Deadline
 from ..wire.versions import tf_keras_installed
 from .mlflowrelay import relay_env
@@ -149,7 +149,7 @@ def _child_env(plan: NodePlan, task: int, devices: list[str]) -> dict:
     env.update(plan.env)
     env["CUDA_VISIBLE_DEVICES"] = ",".join(devices)
     env["TFOS_RUN_ID"] = plan.run_id  # marks the node's processes (and their children) as this run's
-    env["TFOS_TASK"] = "{}:{}".format(*plan.roles[task])
+    env["TFOS_TASK"] = node_name(*plan.roles[task])
     env["TFOS_ATTEMPT"] = str(plan.attempt)
     env["PYTHONUNBUFFERED"] = "1"
     legacy = plan.legacy_keras

@@ -26,7 +26,7 @@ from ..wire.fuse import FuseError, fuse_path
 from ..wire.gpus import visible_devices
 from ..wire.orphans import kill_attempts_before, pid_dir
 from ..wire.paths import is_shared_logdir, local_path, node_dir_name
-from ..wire.plan import FOREGROUND_ROLES, NodePlan
+from ..wire.plan import FOREGROUND_ROLES, NodePlan, node_name
 from ..wire.procs import dump_stacks, kill_process_group
 from ..wire.versions import installed_versions
 from . import taskcontext
@@ -140,7 +140,7 @@ class _Node:
         with both; the child's output and the leftover report start flowing."""
         plan, task = self.plan, self.task
         with open(self.pid_file, "w") as f:
-            json.dump({"run_id": plan.run_id, "task": task, "role": f"{self.role}:{self.index}",
+            json.dump({"run_id": plan.run_id, "task": task, "role": node_name(self.role, self.index),
                        "pid": self.proc.pid, "pgid": self.proc.pid, "node_pid": os.getpid(),
                        "started": time.time()}, f)
         self.conn = conn = channel.connect(plan.server_host, plan.server_port, plan.secret)

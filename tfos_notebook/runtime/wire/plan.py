@@ -19,6 +19,12 @@ if TYPE_CHECKING:
 #: The roles that train (and, with InputMode.SPARK, are fed); ps and evaluator run beside them.
 FOREGROUND_ROLES = ("chief", "master", "worker")
 
+
+def node_name(role: str, index: int) -> str:
+    """A node's name wherever the project shows or records one: ``role:index`` (``worker:1``)."""
+    return f"{role}:{index}"
+
+
 def chief_of(roles: list[tuple[str, int]]) -> tuple[str, int]:
     """The node that saves models and whose metrics are the run's: the chief (or master), else
     worker 0, as TensorFlow's strategies choose it."""

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from ...wire.feed.stage import FEED_KEY, OUTPUT_DDL, Dealer, InStage
-from ...wire.plan import FOREGROUND_ROLES
+from ...wire.plan import FOREGROUND_ROLES, node_name
 from ..errors import FeedError
 
 if TYPE_CHECKING:
@@ -168,7 +168,7 @@ class InStageFeed:
         self.summaries, self.batches = collect_outputs(self.spec.kind, outputs)
 
     def rows_per_node(self) -> dict[str, int]:
-        names = {t: f"{r}:{i}" for t, (r, i) in enumerate(self.roles)}
+        names = {t: node_name(r, i) for t, (r, i) in enumerate(self.roles)}
         return {names[s["task"]]: sum(s["rows_per_epoch"]) for s in self.summaries}
 
     def epochs_fed(self) -> int:
