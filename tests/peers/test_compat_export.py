@@ -40,7 +40,10 @@ def test_export_on_the_chief_alone_fails_within_its_timeout_and_names_the_fix(lo
     started = time.monotonic()
     with pytest.raises(NodeError, match=r"ExportError: the other workers did not join the model export within 5s "
                                         r"\((DeadlineExceededError|UnavailableError)\): under "
-                                        r"MultiWorkerMirroredStrategy every worker must call"):
+                                        r"MultiWorkerMirroredStrategy every worker must call") as failed:
         cluster.shutdown()
     assert time.monotonic() - started < 60
+    # The failure names both ways a worker misses the export: not calling it, or never leaving fit.
+    assert [f.code for f in failed.value.findings] == ["export_peer_missing"]
+    assert "likely cause: chief:0 on " in str(failed.value) and "Dataset.from_generator" in str(failed.value)
     assert not os.path.exists(tmp_path / "m")

@@ -9,6 +9,7 @@ import pytest
 from tfos_notebook.runtime import ConfigError, plan_roles
 from tfos_notebook.runtime.driver.diagnose import ExecutorInfo, Snapshot, diagnose, slot_wait_finding
 from tfos_notebook.runtime.driver.finding import blockers
+from tfos_notebook.runtime.driver.nodefindings import diagnose_failure
 from tfos_notebook.runtime.node.ctx import NodeContext, absolute_path
 from tfos_notebook.runtime.node.task import tf_config
 
@@ -147,3 +148,16 @@ def test_event_stream_bounds_logs_and_steps_but_keeps_state_events():
     assert [e.step for e in stream.events(Step)] == [6, 7, 8, 9]
     assert len(stream.events(TaskState)) == 10 and len(seen) == 31
     assert stream.wait_for(lambda evs: isinstance(evs[-1], RunFinished), timeout=0)
+
+
+def test_a_failed_export_names_both_ways_a_worker_misses_it():
+    traceback_text = ('Traceback (most recent call last):\n  File "main.py", line 80, in main_fun\n'
+                      "tfos_notebook.runtime.node.export.ExportError: the other workers did not join the model "
+                      "export within 60s (DeadlineExceededError): under MultiWorkerMirroredStrategy every worker "
+                      "must call ...\n")
+    [finding] = diagnose_failure("worker", 0, "host-b", traceback_text)
+    assert finding.code == "export_peer_missing" and finding.cause.startswith("worker:0 on host-b waited")
+    assert "on every node" in finding.remedy and "ds.take(steps)" in finding.remedy
+    [evidence] = finding.evidence
+    assert evidence.startswith("worker:0 on host-b: ") and "ExportError: the other workers" in evidence
+    assert diagnose_failure("worker", 0, "host-b", "ValueError: shard 7\n") == []

@@ -70,6 +70,19 @@ def diagnose_failure(role: str, index: int, host: str, traceback_text: str, port
             remedy="install tensorflow (and tf-keras) into the executors' Python, and check that no other folder on "
                    "PYTHONPATH shadows it",
         )]
+    if "ExportError: the other workers did not join the model export" in traceback_text:
+        return [Finding(
+            code="export_peer_missing",
+            cause=f"{where} waited at the model export for workers that never arrived: they did not call the "
+                  "export, or they never left model.fit",
+            evidence=(f"{where}: {last}",),
+            remedy="call compat.export_saved_model(model, export_dir, is_chief) or ctx.export(model, export_dir) on "
+                   "every node, not only on the chief. If every node calls it, the missing one is stuck as fit "
+                   "returns (its stacks, in run.logs(), end in fit's caller): TensorFlow deadlocks when fit returns "
+                   "while its input pipeline is still fetching from a Python generator (Dataset.from_generator, "
+                   "TFNode.DataFeed in a generator). Let the dataset end with fit: ds.take(steps) with "
+                   "steps_per_epoch=steps, or fit over ctx.dataset() without steps_per_epoch (docs/migration.md)",
+        )]
     return []
 
 
