@@ -30,9 +30,10 @@ def test_a_node_whose_steps_take_twice_the_others_is_named_a_straggler_with_evid
     [f] = straggler_findings(b.windows())
     assert f.code == "straggler" and f.severity == "warning" and f.subject == "worker:1"
     assert f.cause == "worker:1 on h1 (10.0.0.1) is a straggler: its steps take 200 ms, 2.0x the other nodes' 100 ms"
-    assert f.evidence == ("worker:0 on h0 (10.0.0.0): median step 100 ms over its last 6 reports",
-                          "worker:1 on h1 (10.0.0.1): median step 200 ms over its last 6 reports",
-                          "worker:2 on h2 (10.0.0.2): median step 100 ms over its last 6 reports")
+    # the first report of each node (its start-up) is left out
+    assert f.evidence == ("worker:0 on h0 (10.0.0.0): 100 ms a step, 50 steps in 5.0 s over its last 5 reports",
+                          "worker:1 on h1 (10.0.0.1): 200 ms a step, 25 steps in 5.0 s over its last 5 reports",
+                          "worker:2 on h2 (10.0.0.2): 100 ms a step, 50 steps in 5.0 s over its last 5 reports")
     assert f.remedy == ("see what else runs on h1 (10.0.0.1) (another job or run, a slower or busier CPU or GPU) "
                         "and whether worker:1 gets more data than the others; its trace shows where the time goes: "
                         "%tfos_profile RUN --nodes worker:1")
@@ -44,8 +45,25 @@ def test_an_even_run_a_short_window_or_a_lone_node_raises_no_straggler():
     assert straggler_findings(board(*[pace(0, 0.3) for _ in range(8)]).windows()) == []
 
 
+def test_synchronous_nodes_whose_reports_split_the_same_steps_differently_raise_no_straggler():
+    # Two nodes of a synchronous run take the same 100 steps in the same 5 s, but an epoch's slow
+    # end falls in different reports: their reports' own step times differ by 3x (a median of them
+    # named a straggler), their sums do not. Each node's first report, 10 s for 2 steps, is its start-up.
+    def report(task: int, secs: float, steps: int) -> Pace:
+        return Pace("r", task=task, role="worker", index=task, host=f"h{task}", steps=0, secs=secs,
+                    window_steps=steps, step_secs=secs / steps)
+
+    b = board(*[report(t, 10.0, 2) for t in range(2)],
+              *[report(0, 1.0, n) for n in (30, 30, 30, 5, 5)], *[report(1, 1.0, n) for n in (10, 10, 10, 35, 35)])
+    assert straggler_findings(b.windows()) == []
+    b.add(report(1, 4.0, 20))  # then worker:1 slows down for real (4 s for 20 steps, worker:0 1 s for 65):
+    b.add(report(0, 1.0, 65))  # 120 steps in 9 s (75 ms a step) against 165 in 6 s (36 ms)
+    [f] = straggler_findings(b.windows())
+    assert f.subject == "worker:1"
+
+
 def test_a_fed_node_that_waits_most_of_its_time_is_input_bound_with_the_share():
-    b = board(*[pace(0, 0.1, wait=0.8, fed=True) for _ in range(5)], *[pace(1, 0.1, wait=0.1, fed=True)] * 5)
+    b = board(*[pace(0, 0.1, wait=0.8, fed=True) for _ in range(6)], *[pace(1, 0.1, wait=0.1, fed=True)] * 6)
     [f] = input_bound_findings(b.windows())
     assert f.code == "input_bound" and f.subject == "worker:0"
     assert f.cause == ("worker:0 on h0 (10.0.0.0) is input-bound: it spends 80% of its time waiting for the next "

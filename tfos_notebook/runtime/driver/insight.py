@@ -69,6 +69,7 @@ class Progress:
 class _NodeWindow:
     def __init__(self, first: Pace) -> None:
         self.last = first
+        self.reports = 0
         self.recent: deque[Pace] = deque(maxlen=RECENT_REPORTS)
         self.active_secs = 0.0
 
@@ -85,6 +86,7 @@ class PaceBoard:
             node = self._nodes[e.task] = _NodeWindow(e)
         node.last = e
         node.recent.append(e)
+        node.reports += 1
         node.active_secs += e.secs
 
     def reset(self) -> None:
@@ -95,8 +97,10 @@ class PaceBoard:
         return bool(self._nodes)
 
     def windows(self) -> list[NodeWindow]:
-        """What ``pacefindings`` judges: each node's recent reports."""
-        return [NodeWindow(n.last.name, n.last.host, tuple(n.recent)) for _, n in sorted(self._nodes.items())]
+        """What ``pacefindings`` judges: each node's recent reports, but its first, which spans its
+        start-up too (its imports, the strategy, tracing the first step)."""
+        return [NodeWindow(n.last.name, n.last.host, tuple(n.recent)[1 if n.reports <= RECENT_REPORTS else 0:])
+                for _, n in sorted(self._nodes.items())]
 
     def progress(self, ended: bool = False) -> Progress:
         """The run's pace now (``ended``: the totals over its whole time)."""
