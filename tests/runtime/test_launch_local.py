@@ -96,9 +96,10 @@ class _ConfsRaise:
 
 
 def test_a_launch_on_databricks_standard_mode_is_warned_of_first_and_no_raising_conf_breaks_it(
-        local_spark, monkeypatch):
+        local_spark, monkeypatch, sqlite_tracking):
     # faked: Databricks (an Azure workspace's REPL context and runtime version), and a Spark whose conf
-    # reads raise CONFIG_NOT_AVAILABLE for every key but the standard access mode tag; the launch is real
+    # reads raise CONFIG_NOT_AVAILABLE for every key but the standard access mode tag; the launch is real.
+    # On Databricks every run is tracked in MLflow: here in the test's own store, not ./mlflow.db.
     on_databricks(monkeypatch, "15.4", AZURE)
     backend = ClassicBackend(_ConfsRaise(local_spark.sparkContext,
                                          {"spark.databricks.clusterUsageTags.dataSecurityMode": "USER_ISOLATION"}))
