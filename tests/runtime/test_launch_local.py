@@ -52,17 +52,24 @@ def test_run_returns_the_chief_value_and_streams_events(local_spark):
 
 
 def fail_on_worker(args, ctx):
+    import os
     import time
 
     if ctx.job_name == "worker":
+        # fail once the chief is inside its function: on a loaded machine its process may still be
+        # starting when the worker's error arrives, and then there is no stack of it to show
+        deadline = time.monotonic() + 60
+        while not os.path.exists(args["chief_started"]) and time.monotonic() < deadline:
+            time.sleep(0.05)
         raise ValueError("worker cannot load shard 7")
+    open(args["chief_started"], "w").close()
     time.sleep(60)  # the chief would wait for the worker forever; the failure must stop it
 
 
-def test_node_exception_surfaces_with_role_and_traceback_and_stops_the_rest(local_spark):
+def test_node_exception_surfaces_with_role_and_traceback_and_stops_the_rest(local_spark, tmp_path):
     sc = local_spark.sparkContext
     t0 = time.monotonic()
-    run = Run(sc, fail_on_worker, None, 2).start()
+    run = Run(sc, fail_on_worker, {"chief_started": str(tmp_path / "chief-started")}, 2).start()
     with pytest.raises(NodeError) as info:
         run.wait(120)
     assert time.monotonic() - t0 < 40
