@@ -4,6 +4,7 @@ nodes do not share. Pure functions of their arguments, like ``diagnose``."""
 
 from __future__ import annotations
 
+from ..wire.errors import EXPORT_PEERS_MISSING
 from ..wire.orphans import Leftover
 from ..wire.paths import SHARED_STORAGE
 from ..wire.plan import node_name
@@ -70,7 +71,7 @@ def diagnose_failure(role: str, index: int, host: str, traceback_text: str, port
             remedy="install tensorflow (and tf-keras) into the executors' Python, and check that no other folder on "
                    "PYTHONPATH shadows it",
         )]
-    if "ExportError: the other workers did not join the model export" in traceback_text:
+    if f"ExportError: {EXPORT_PEERS_MISSING}" in traceback_text:
         return [Finding(
             code="export_peer_missing",
             cause=f"{where} waited at the model export for workers that never arrived: they did not call the "

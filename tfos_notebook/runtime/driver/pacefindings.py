@@ -40,28 +40,29 @@ def _ms(secs: float) -> str:
     return f"{secs * 1000:.0f} ms" if secs < 10 else f"{secs:.1f} s"
 
 
-def _mean_step(w: NodeWindow) -> float | None:
-    """The node's mean step time over its recent reports: their seconds over their steps (None with
-    fewer than ``MIN_REPORTS`` reports that counted steps). Not a median of the reports' own step
-    times: an epoch's end (a checkpoint, the events written) makes one report's steps slow, and
-    under a synchronous strategy it lands in one node's report and in the next one of another's, so
-    their medians differ by chance (1.7x seen on an even 2-node run) while their sums agree."""
-    steps = [p.window_steps for p in w.reports if p.window_steps > 0]
-    if len(steps) < MIN_REPORTS:
+def _timed(w: NodeWindow) -> tuple[int, float] | None:
+    """The steps and seconds of the node's recent reports (None with fewer than ``MIN_REPORTS``
+    reports that counted steps): their ratio is its mean step time. Not a median of the reports'
+    own step times: an epoch's end (a checkpoint, the events written) makes one report's steps
+    slow, and under a synchronous strategy it lands in one node's report and in the next one of
+    another's, so their medians differ by chance (1.7x seen on an even 2-node run) while their
+    sums agree."""
+    if sum(p.window_steps > 0 for p in w.reports) < MIN_REPORTS:
         return None
-    return sum(p.secs for p in w.reports) / sum(steps)
+    return sum(p.window_steps for p in w.reports), sum(p.secs for p in w.reports)
 
 
 def straggler_findings(windows: Sequence[NodeWindow]) -> list[Finding]:
     """A warning per node whose mean step time over its recent reports is at least
     ``STRAGGLER_RATIO`` times the median of the other nodes' (at least two nodes timed)."""
-    medians = {w.name: m for w in windows if (m := _mean_step(w)) is not None}
-    if len(medians) < 2:
+    timed = {w.name: t for w in windows if (t := _timed(w)) is not None}
+    means = {name: secs / steps for name, (steps, secs) in timed.items()}
+    if len(means) < 2:
         return []
     findings = []
     for w in windows:
-        mine = medians.get(w.name)
-        others = [m for name, m in medians.items() if name != w.name]
+        mine = means.get(w.name)
+        others = [m for name, m in means.items() if name != w.name]
         if mine is None or not others:
             continue
         typical = statistics.median(others)
@@ -70,9 +71,9 @@ def straggler_findings(windows: Sequence[NodeWindow]) -> list[Finding]:
                 code="straggler",
                 cause=f"{w.name} on {w.host} is a straggler: its steps take {_ms(mine)}, {mine / typical:.1f}x the "
                       f"other nodes' {_ms(typical)}",
-                evidence=tuple(f"{x.name} on {x.host}: {_ms(medians[x.name])} a step, "
-                          f"{sum(p.window_steps for p in x.reports)} steps in {sum(p.secs for p in x.reports):.1f} s "
-                          f"over its last {len(x.reports)} reports" for x in windows if x.name in medians),
+                evidence=tuple(f"{x.name} on {x.host}: {_ms(means[x.name])} a step, {timed[x.name][0]} steps in "
+                          f"{timed[x.name][1]:.1f} s over its last {len(x.reports)} reports"
+                          for x in windows if x.name in means),
                 remedy=f"see what else runs on {w.host} (another job or run, a slower or busier CPU or GPU) and "
                        f"whether {w.name} gets more data than the others; its trace shows where the time goes: "
                        f"%tfos_profile RUN --nodes {w.name}",

@@ -20,6 +20,7 @@ import tempfile
 from typing import Any
 
 from ...errors import TFOSError
+from ..wire.errors import EXPORT_PEERS_MISSING
 from ..wire.paths import absolute_path, local_path
 
 EXPORT_TIMEOUT_SECS = 60.0  # how long the workers wait for each other before a save
@@ -69,7 +70,7 @@ def meet(strategy: Any, timeout: float) -> None:
         strategy.run(count)
     except (tf.errors.DeadlineExceededError, tf.errors.UnavailableError, tf.errors.CancelledError) as e:
         raise ExportError(
-            f"the other workers did not join the model export within {timeout:g}s "
+            f"{EXPORT_PEERS_MISSING} within {timeout:g}s "
             f"({type(e).__name__}): under MultiWorkerMirroredStrategy every worker must call "
             "compat.export_saved_model(model, export_dir, is_chief) or ctx.export(model, export_dir), not only "
             "the chief (the chief writes export_dir, the others a temporary copy that is removed)") from e

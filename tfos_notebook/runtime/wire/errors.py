@@ -19,3 +19,8 @@ class FeedError(TFOSError):
 
 class FeedTimeout(FeedError):
     """A node took no data for longer than ``feed_timeout`` while Spark was feeding it."""
+
+
+#: How a node's ``ExportError`` begins when the other workers did not join a model export; the
+#: driver recognises the failure by it (``nodefindings.diagnose_failure``).
+EXPORT_PEERS_MISSING = "the other workers did not join the model export"
