@@ -8,6 +8,12 @@ passes without timing. Prints the median step time of each, their ratio, the med
 rounds' own on/off ratios (each round's passes ran back to back), and how many ``Pace`` reports
 the driver received.
 
+On a noisy machine those ratios scatter by more than the cost they measure, so it also prints the
+cost itself, counted in the node: whether Keras calls any callback at each step with the timing on
+(tf-keras's own flag), and the CPU time the timing's reporting thread (``tfos-pace``) used over
+the whole run, as a share of the run's time: all the work the timing adds to the node's process
+beside the training.
+
     python bench/step_timing.py [--rounds 15] [--steps 300] [--batch 64] [--width 256]
 """
 
@@ -47,14 +53,27 @@ def alternate(args, ctx):
         model.fit(data, epochs=1, steps_per_epoch=args["steps"], verbose=0, callbacks=callbacks)
         return (time.perf_counter() - began) / args["steps"]
 
-    one_pass(timer)  # warm-up: tracing, the first steps
+    one_pass(timer)  # warm-up: tracing, the first steps (the reporting thread starts here)
     one_pass([])
+    began, pace_began = time.perf_counter(), pace_cpu()
     on, off = [], []
     for i in range(args["rounds"]):
         order = ((on, timer), (off, [])) if i % 2 == 0 else ((off, []), (on, timer))
         for into, callbacks in order:
             into.append(one_pass(callbacks))
-    return {"on": on, "off": off}
+    hooks = tf.keras.callbacks.CallbackList(timer, model=model)
+    return {"on": on, "off": off, "pace_cpu": pace_cpu() - pace_began, "secs": time.perf_counter() - began,
+            "batch_hooks": getattr(hooks, "_should_call_train_batch_hooks", None)}
+
+
+def pace_cpu() -> float:
+    """CPU seconds (user + system) the node's ``tfos-pace`` thread has used, from /proc."""
+    import threading
+
+    thread = next(t for t in threading.enumerate() if t.name == "tfos-pace")
+    with open(f"/proc/self/task/{thread.native_id}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
 
 
 def main() -> None:
@@ -93,6 +112,10 @@ def main() -> None:
     q1, mid, q3 = statistics.quantiles(paired, n=4)
     print(f"paired ratio on/off, median of {len(paired)} rounds: {mid:.4f} ({(mid - 1) * 100:+.2f}%), "
           f"quartiles {q1:.4f} - {q3:.4f}")
+    hooks = {True: "yes", False: "no"}.get(result["batch_hooks"], "unknown (not tf-keras)")
+    print(f"Keras calls a callback at each step with the timing on: {hooks}; the timing's reporting "
+          f"thread used {result['pace_cpu'] * 1e3:.0f} ms of CPU in {result['secs']:.1f} s of passes "
+          f"({result['pace_cpu'] / result['secs'] * 100:.3f}% of one core)")
     time.sleep(0.1)
 
 
