@@ -30,11 +30,12 @@ def dataset_ids_per_epoch(args, ctx):
 
 
 def datafeed_ids(args, ctx):
-    """TFoS style: reads rows with DataFeed until the feed ends; returns the first field of each."""
+    """TFoS style: reads rows with DataFeed until the feed ends; returns the first field of each
+    (``whole``: each row)."""
     feed = TFNode.DataFeed(ctx.mgr)
     ids = []
     while not feed.should_stop():
-        ids += [row[0] for row in feed.next_batch(args.get("batch", 100))]
+        ids += [row if args.get("whole") else row[0] for row in feed.next_batch(args.get("batch", 100))]
     return ids
 
 

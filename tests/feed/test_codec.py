@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -13,6 +15,7 @@ from tfos_notebook.runtime.wire.feed.codec import (
     batch_to_rows,
     batches_of_rows,
     column_to_numpy,
+    python_column,
     read_stream,
     row_kind,
     rows_to_batch,
@@ -77,6 +80,30 @@ def test_strings_and_binary_become_object_arrays():
 def test_sliced_list_columns_convert_only_their_rows():
     batch = pa.record_batch([pa.array([[i, i] for i in range(10)])], names=["v"])
     assert column_to_numpy(batch.slice(7, 2).column(0), "v").tolist() == [[7, 7], [8, 8]]
+
+
+@pytest.mark.parametrize("column", [
+    pa.array([[1.5, 2.0], [3.0, 4.25]], pa.list_(pa.float64())),
+    pa.array([[1.1, 2.2], [3.3, 4.4]], pa.list_(pa.float32())),
+    pa.array([[1, 2], [3, 4]], pa.list_(pa.int64())),
+    pa.array([[True, False], [False, True]], pa.list_(pa.bool_())),
+    pa.array([["a", "b"], ["c", "d"]], pa.list_(pa.string())),
+    pa.array([[b"a", b"b"], [b"c", b"d"]], pa.list_(pa.binary())),
+    pa.array([[[1.0, 2.0]], [[3.0, 4.0]]], pa.list_(pa.list_(pa.float64()))),
+    pa.array([[1.0, 2.0], [3.0, 4.0]], pa.list_(pa.float64(), 2)),
+    pa.array([[1.0, 2.0]], pa.large_list(pa.float64())),
+    pa.array([[], []], pa.list_(pa.float64())),
+    pa.array([[1.0], [2.0, 3.0]], pa.list_(pa.float64())),  # ragged
+    pa.array([[1.0, None], None], pa.list_(pa.float64())),  # nulls
+    pa.array([[datetime.date(2020, 1, 1)]], pa.list_(pa.date32())),
+    pa.array([[{"a": 1}]], pa.list_(pa.struct([("a", pa.int64())]))),
+], ids=str)
+def test_list_columns_become_the_same_python_values_as_arrows_own(column):
+    def types(value):
+        return [types(v) for v in value] if isinstance(value, list) else type(value)
+
+    got, want = python_column(column, pa.field("x", column.type)), column.to_pylist()
+    assert got == want and types(got) == types(want)
 
 
 def test_record_batches_travel_as_one_ipc_stream_each():

@@ -14,8 +14,7 @@ import pytest
 from tfos_notebook import InputMode, Run, TFCluster
 from tfos_notebook.runtime.driver.events import FeedPlanned
 from tfos_notebook.runtime.driver.feed.instage import _murmur3_int, partition_keys
-from tfos_notebook.runtime.wire.feed.codec import schema_for_sample
-from tfos_notebook.runtime.wire.feed.stage import Dealer, dealt_batches
+from tfos_notebook.runtime.wire.feed.stage import Dealer, dealt_rows
 
 from . import nodes
 
@@ -31,19 +30,43 @@ def per_epoch_totals(results: dict) -> list[list[int]]:
     return [[sum(r["sums"][e][k] for r in results.values()) for k in range(3)] for e in range(epochs)]
 
 
-def test_a_dealer_gathers_each_nodes_rows_into_few_arrow_records_round_robin():
+def test_a_dealer_deals_many_pickled_batches_whole_to_the_task_sent_the_fewest_bytes():
     import numpy as np
+    from pyspark.serializers import CloudPickleSerializer
 
+    pickler = CloudPickleSerializer()
     rows = [(np.full(784, i, np.float32), i) for i in range(5000)]
-    schema = schema_for_sample(rows[0]).serialize().to_pybytes()
-    records = list(Dealer((1, 3), schema)(2, iter(rows)))  # partition 2 of the data, tasks 1 and 3 train
-    assert {task for task, _ in records} == {1, 3} and len(records) < 20
-    got = {task: [] for task in (1, 3)}
-    for task, record in records:
-        for batch in dealt_batches([record]):
-            got[task] += batch.column("_2").to_pylist()
-            assert (batch.column("_1").flatten().to_numpy().reshape(-1, 784)[:, 0] == batch.column("_2").to_numpy()).all()
-    assert got == {1: list(range(0, 5000, 2)), 3: list(range(1, 5000, 2))}  # row i of partition 2 to (2 + i) % 2
+    batches = [pickler.dumps(rows[i:i + 10 * (1 + i % 3)]) for i in range(0, 5000, 20)]  # uneven sizes
+    records = list(Dealer((1, 3), pickler)(2, iter(batches)))  # partition 2 of the data, tasks 1 and 3 train
+    assert [batch for _, batch in records] == batches  # dealt as they were pickled, none unpickled
+    sent = {task: sum(len(b) for t, b in records if t == task) for task in (1, 3)}
+    assert abs(sent[1] - sent[3]) <= max(map(len, batches))  # even to within one batch
+    got = sorted(row[1] for row in dealt_rows([b for t, b in records if t == 1], pickler)) + \
+        sorted(row[1] for row in dealt_rows([b for t, b in records if t == 3], pickler))
+    assert sorted(got) == sorted(row[1] for b in batches for row in pickler.loads(b))
+
+
+def test_a_dealer_deals_a_partition_of_few_batches_row_by_row():
+    from pyspark.serializers import CloudPickleSerializer
+
+    pickler = CloudPickleSerializer()
+    batches = [pickler.dumps(list(range(i, i + 100))) for i in range(0, 1000, 100)]  # 10 < 8 per task x 2
+    records = list(Dealer((0, 1), pickler)(1, iter(batches)))  # partition 1: its row 0 to task (1 + 0) % 2
+    assert [t for t, _ in records] == [0, 1]
+    got = {t: list(dealt_rows([b], pickler)) for t, b in records}
+    assert got == {0: list(range(1, 1000, 2)), 1: list(range(0, 1000, 2))}
+
+
+def test_rdds_not_kept_as_pickled_batches_are_dealt_too(local_spark, tmp_path):
+    sc = local_spark.sparkContext
+    (tmp_path / "ids.txt").write_text("".join(f"{i}\n" for i in range(ROWS)))
+    text = sc.textFile(str(tmp_path / "ids.txt"), 3)  # kept as UTF-8 strings by PySpark
+    zipped = sc.parallelize(range(ROWS), 3).zip(sc.parallelize(range(ROWS), 3))  # pairs of batches
+    for data, first in ((text, int), (zipped, lambda pair: pair[0])):
+        run = Run(local_spark, nodes.datafeed_ids, {"whole": True}, 2, input_mode="spark").start(data, epochs=1)
+        run.wait(300)
+        ids = [first(i) for values in run.results.values() for i in values]
+        assert sorted(ids) == list(range(ROWS)) and all(run.results.values())
 
 
 def test_partition_keys_send_each_key_to_its_task_as_spark_hashes(local_spark):

@@ -73,34 +73,53 @@ def partition_keys(num_tasks: int, tasks: list[int]) -> list[int]:
     return [keys[t] for t in tasks]
 
 
-def spread(data: Any, roles: list[tuple[str, int]], rdd_schema: bytes | None = None,
-           partitions: int | None = None) -> tuple[Any, bool]:
-    """``data`` as one partition per node, the rows dealt round-robin to the training nodes
-    (chief, workers) and none to ps / evaluator nodes; and whether an RDD's rows were gathered
-    into Arrow record batches on the way (see ``Dealer``).
+def spread(data: Any, roles: list[tuple[str, int]], partitions: int | None = None) -> tuple[Any, Any]:
+    """``data`` as one partition per node, the rows dealt to the training nodes (chief, workers)
+    and none to ps / evaluator nodes; and, for an RDD dealt out, the serializer of the batches of
+    rows its partitions then hold (see ``Dealer``), else None.
 
     Data that already has one partition per node (``partitions``, where the backend could tell
     without a job), every node a training node, is taken as it is: no shuffle. Otherwise an RDD's
-    rows are gathered per node into Arrow IPC records on the map side (with ``rdd_schema``, the
-    Arrow schema the driver derived from the first row), so the shuffle moves a few large records
-    rather than a pickled object per row; a DataFrame keeps its columns plus ``FEED_KEY`` (the
-    node tasks drop it)."""
+    rows go through the shuffle in the batches PySpark pickled them in, not unpickled on the map
+    side (``Dealer``); a DataFrame keeps its columns plus ``FEED_KEY`` (the node tasks drop it), its
+    rows dealt round-robin."""
     from pyspark import RDD
 
     n = len(roles)
     trainers = [t for t, (role, _) in enumerate(roles) if role in FOREGROUND_ROLES]
     if len(trainers) == n and partitions == n:
-        return data, False
+        return data, None
     if isinstance(data, RDD):
-        if rdd_schema is None:  # no first row: the RDD is empty, nothing to deal
-            return data.partitionBy(n, _identity).values(), True
-        dealt = data.mapPartitionsWithIndex(Dealer(tuple(trainers), rdd_schema)).partitionBy(n, _identity)
-        return dealt.values(), True
+        batches, serializer = pickled_batches(data)
+        dealt = batches.mapPartitionsWithIndex(Dealer(tuple(trainers), serializer)).partitionBy(n, _identity)
+        return dealt.values(), serializer
     from pyspark.sql import functions as F
 
     keys = F.array(*[F.lit(k) for k in partition_keys(n, trainers)])
     deal = F.element_at(keys, (F.monotonically_increasing_id() % len(trainers)).cast("int") + 1)
-    return data.withColumn(FEED_KEY, deal).repartition(n, FEED_KEY), False
+    return data.withColumn(FEED_KEY, deal).repartition(n, FEED_KEY), None
+
+
+def pickled_batches(data: Any) -> tuple[Any, Any]:
+    """An RDD of the serialized batches that hold ``data``'s rows (read as bytes, not unpickled),
+    and the pickle serializer of each batch. An RDD that PySpark does not keep as batches of
+    pickled rows (text files, zipped or cartesian RDDs, a context with another serializer) is
+    pickled in batches first, in the same pass."""
+    from pyspark import RDD
+    from pyspark.serializers import (
+        AutoBatchedSerializer,
+        BatchedSerializer,
+        CloudPickleSerializer,
+        NoOpSerializer,
+        PickleSerializer,
+    )
+
+    serializer = data._jrdd_deserializer
+    if not (type(serializer) in (BatchedSerializer, AutoBatchedSerializer)
+            and isinstance(serializer.serializer, (PickleSerializer, CloudPickleSerializer))):
+        serializer = AutoBatchedSerializer(CloudPickleSerializer())
+        data = data._reserialize(serializer)
+    return RDD(data._jrdd, data.context, NoOpSerializer()), serializer.serializer
 
 
 def _identity(key: int) -> int:
@@ -152,7 +171,7 @@ class InStageFeed:
             raise FeedError("keep= names DataFrame columns; an RDD's predictions come one per row")
         self.data, self.roles = data, roles
         spec = instage_for(data, mode, epochs, timeout, keep)
-        self.spread, dealt = spread(data, roles, spec.rdd_schema, partitions)
+        self.spread, dealt = spread(data, roles, partitions)
         self.spec = replace(spec, dealt=dealt)
         self.summaries: list[dict] = []
         self.batches: list = []

@@ -21,7 +21,7 @@ from ...wire.errors import FeedError
 from ...wire.feed.codec import batch_bytes, batches_of_rows
 from ...wire.feed.predictions import result_values
 from ...wire.feed.protocol import FRAME_BYTES, tell
-from ...wire.feed.stage import FEED_KEY, OUTPUT_SCHEMA, InStage, dealt_batches
+from ...wire.feed.stage import FEED_KEY, OUTPUT_SCHEMA, InStage, dealt_rows
 from ...wire.feed.tasks import TASK_TIMEOUT_MARGIN, InferFeed, TrainFeed
 from ...wire.plan import FOREGROUND_ROLES, NodePlan
 from ..task import run_node
@@ -29,6 +29,8 @@ from .localfeed import LocalFeed
 from .readahead import ReadAhead
 
 log = logging.getLogger(__name__)
+
+NODE_ERROR_WAIT = 10.0  # seconds a task whose feed broke waits for its node's own error
 
 
 class _Spill:
@@ -58,11 +60,12 @@ class _Spill:
 
 
 def _batches(spec: InStage, items: Iterator) -> Iterator[pa.RecordBatch]:
-    if spec.kind == "rdd" and spec.dealt:
-        return dealt_batches(items)
-    if spec.kind == "rdd":
-        return batches_of_rows(items, pa.ipc.read_schema(pa.py_buffer(spec.rdd_schema)), FRAME_BYTES)
-    return (b.drop_columns([FEED_KEY]) if FEED_KEY in b.schema.names else b for b in items)
+    if spec.kind == "df":
+        return (b.drop_columns([FEED_KEY]) if FEED_KEY in b.schema.names else b for b in items)
+    if spec.rdd_schema is None:  # the RDD is empty
+        return iter(())
+    rows = dealt_rows(items, spec.dealt) if spec.dealt is not None else items
+    return batches_of_rows(rows, pa.ipc.read_schema(pa.py_buffer(spec.rdd_schema)), FRAME_BYTES)
 
 
 def feed_node(spec: InStage, secret: channel.Secret, run_id: str, task: int, items: Iterator, local: LocalFeed,
@@ -138,9 +141,18 @@ def run_fed_node(plan: NodePlan, task: int, gpus: list[str], items: Iterator) ->
 
     thread = threading.Thread(target=node, name=f"tfos-node-{task}", daemon=True)
     thread.start()
-    if plan.roles[task][0] in FOREGROUND_ROLES:
-        for out in feed_node(spec, plan.secret, plan.run_id, task, items, local, plan.feed_buffer_bytes or 64 << 20):
-            yield from _task_output(spec.kind, task, out)
+    try:
+        if plan.roles[task][0] in FOREGROUND_ROLES:
+            for out in feed_node(spec, plan.secret, plan.run_id, task, items, local,
+                                 plan.feed_buffer_bytes or 64 << 20):
+                yield from _task_output(spec.kind, task, out)
+    except FeedError:
+        # The feed broke, most often because the node's function failed: its own error, which
+        # the node's thread has in moments, says why; failing the task first would lose it.
+        thread.join(NODE_ERROR_WAIT)
+        if "error" in outcome:
+            raise outcome["error"] from None
+        raise
     thread.join()
     if "error" in outcome:
         raise outcome["error"]

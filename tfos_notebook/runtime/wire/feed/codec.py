@@ -180,7 +180,7 @@ def column_to_numpy(col: pa.Array, name: str) -> np.ndarray:
                         "before feeding")
     shape = [len(col)]
     arr = col
-    while pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type) or pa.types.is_fixed_size_list(arr.type):
+    while _is_list(arr.type):
         if pa.types.is_fixed_size_list(arr.type):
             shape.append(arr.type.list_size)
         else:
@@ -202,8 +202,12 @@ def column_to_numpy(col: pa.Array, name: str) -> np.ndarray:
     return values.reshape(shape)
 
 
+def _is_list(typ: pa.DataType) -> bool:
+    return pa.types.is_list(typ) or pa.types.is_large_list(typ) or pa.types.is_fixed_size_list(typ)
+
+
 def _leaf_dtype(typ: pa.DataType) -> np.dtype:
-    while pa.types.is_list(typ) or pa.types.is_large_list(typ) or pa.types.is_fixed_size_list(typ):
+    while _is_list(typ):
         typ = typ.value_type
     return np.dtype(typ.to_pandas_dtype())
 
@@ -220,6 +224,11 @@ def python_column(col: pa.Array, field: pa.Field) -> list:
         except FeedError:  # ragged: one array per row
             dtype = _leaf_dtype(field.type)
             return [np.asarray(v, dtype=dtype) for v in col.to_pylist()]
+    if _is_list(col.type):
+        try:  # arrays of equal lengths: through numpy, much faster than Arrow's own to_pylist
+            return column_to_numpy(col, field.name).tolist()
+        except FeedError:  # ragged, nulls, or values numpy does not hold
+            pass
     return col.to_pylist()
 
 

@@ -1,17 +1,16 @@
 """In-stage feeding's shared part: what the driver tells each node about the data its own barrier
 task holds (``InStage``, in ``NodePlan``), the shape of what those tasks return, and how an RDD's
 rows are dealt out to the nodes (``Dealer``, run in the tasks that write the shuffle; the node's
-task reads what it wrote with ``dealt_batches``)."""
+task reads what it wrote with ``dealt_rows``)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from itertools import chain, islice
+from typing import Any
 
 import pyarrow as pa
-
-from .codec import batch_bytes, rows_to_batch
-from .protocol import FRAME_BYTES
 
 #: The column that carries a DataFrame row's destination through the shuffle (dropped after).
 FEED_KEY = "_tfos_feed_key"
@@ -27,9 +26,10 @@ class InStage:
     """What the nodes need to feed themselves; travels in ``NodePlan``.
 
     ``mode``: ``train`` or ``infer``; ``kind``: ``df`` (Arrow batches) or ``rdd`` (rows, made
-    batches with ``rdd_schema``); ``dealt``: an RDD's rows reach the node's task already gathered
-    into Arrow IPC streams (``Dealer``), not one by one; ``sample``: one row (or the schema) for
-    ``ctx.dataset``'s types; ``timeout``: seconds a node may take no data before its task gives up."""
+    batches with ``rdd_schema``); ``dealt``: the serializer of an RDD's rows when they reach the
+    node's task dealt out as serialized batches of rows (``Dealer``), None when they come as rows;
+    ``sample``: one row (or the schema) for ``ctx.dataset``'s types; ``timeout``: seconds a node may
+    take no data before its task gives up."""
 
     mode: str
     kind: str
@@ -38,45 +38,58 @@ class InStage:
     rdd_schema: bytes | None = None
     keep: tuple[str, ...] = ()
     timeout: float = 600.0
-    dealt: bool = False
+    dealt: Any = None
 
 
 @dataclass(frozen=True)
 
 
 class Dealer:
-    """Deals an RDD partition's rows round-robin to the training tasks, gathered into few large
-    records: ``(task, Arrow IPC stream of about frame_bytes)``, for ``mapPartitionsWithIndex``.
+    """Deals an RDD partition's rows to the training tasks as PySpark serialized them, for
+    ``mapPartitionsWithIndex`` over the RDD's serialized batches (bytes): yields ``(task, batch)``.
 
-    Row ``i`` of partition ``p`` goes to ``trainers[(p + i) % len(trainers)]``, so every node gets
-    an even share. Through the shuffle then go a few records per node and partition instead of a
-    pickled object per row, and the rows become Arrow once, here, on the map side; the node's task
-    forwards the batches as they come. ``schema``: the Arrow schema (IPC bytes) that the driver
-    derived from the first row, so every partition agrees on the types."""
+    PySpark keeps an RDD's rows as pickled batches (about 64 KiB each for its default serializer),
+    and the map side need not unpickle them to deal them out: each batch goes whole to the
+    training task that has been sent the fewest bytes of this partition so far (ties to the
+    partition's own turn, so that partitions start at different tasks). A node's share is then even
+    to within one batch per partition, and the rows are unpickled once, in the node's own task.
+    A partition of fewer than ``min_batches`` batches per task (small data, or few large batches
+    such as ``parallelize`` makes) is dealt row by row instead: row ``i`` of partition ``p`` to
+    ``trainers[(p + i) % len(trainers)]``, each task's rows pickled again as one batch, so that small
+    data is still shared evenly. ``serializer``: what pickled each batch (the RDD's own)."""
 
     trainers: tuple[int, ...]
-    schema: bytes
-    frame_bytes: int = FRAME_BYTES
+    serializer: Any
+    min_batches: int = 8
 
-    def __call__(self, index: int, rows: Iterable) -> Iterator[tuple[int, bytes]]:
-        schema = pa.ipc.read_schema(pa.py_buffer(self.schema))
+    def __call__(self, index: int, batches: Iterable[bytes]) -> Iterator[tuple[int, bytes]]:
+        k = len(self.trainers)
+        batches = iter(batches)
+        head = list(islice(batches, self.min_batches * k))
+        if len(head) < self.min_batches * k:
+            yield from self._rows(index, head)
+            return
+        sent = [0] * k
+        turns = [(index + j) % k for j in range(k)]
+        for batch in chain(head, batches):
+            target = min(turns, key=sent.__getitem__)
+            sent[target] += len(batch)
+            yield self.trainers[target], batch
+
+    def _rows(self, index: int, batches: list[bytes]) -> Iterator[tuple[int, bytes]]:
         k = len(self.trainers)
         held: list[list] = [[] for _ in range(k)]
-        size = 256  # rows per record, until the first record's bytes per row are known
-        for i, row in enumerate(rows):
-            target = (index + i) % k
-            held[target].append(row)
-            if len(held[target]) >= size:
-                batch = rows_to_batch(held[target], schema)
-                held[target] = []
-                size = max(1, min(65536, self.frame_bytes * batch.num_rows // max(1, batch.nbytes)))
-                yield self.trainers[target], batch_bytes(batch).to_pybytes()
-        for target, chunk in enumerate(held):
-            if chunk:
-                yield self.trainers[target], batch_bytes(rows_to_batch(chunk, schema)).to_pybytes()
+        i = index
+        for batch in batches:
+            for row in self.serializer.loads(batch):
+                held[i % k].append(row)
+                i += 1
+        for target, rows in enumerate(held):
+            if rows:
+                yield self.trainers[target], self.serializer.dumps(rows)
 
 
-def dealt_batches(records: Iterable[bytes]) -> Iterator[pa.RecordBatch]:
-    """The record batches of the records a ``Dealer`` sent to this task (zero-copy)."""
+def dealt_rows(records: Iterable[bytes], serializer: Any) -> Iterator:
+    """The rows of the serialized batches a ``Dealer`` sent to this task."""
     for record in records:
-        yield from pa.ipc.open_stream(pa.py_buffer(record))
+        yield from serializer.loads(record)
