@@ -11,7 +11,6 @@ from __future__ import annotations
 import glob
 import importlib.util
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -76,10 +75,11 @@ def master(layout: str, cluster) -> tuple[str, dict[str, str]]:
     return layout, {"spark.ui.enabled": "false"}
 
 
-def run_example(name: str, args: list[str], layout: str, cluster, spark_slot, programs: Path, tmp_path: Path):
+def run_example(name: str, args: list[str], layout: str, cluster, spark_slot, programs: Path, tmp_path: Path,
+                extra_conf: dict[str, str] | None = None):
     spark_slot.stop()  # the standalone cluster's cores go to the example's own application
     url, conf = master(layout, cluster)
-    done = submit(programs / f"{name}.py", args, url, conf, tmp_path, TIMEOUT)
+    done = submit(programs / f"{name}.py", args, url, {**conf, **(extra_conf or {})}, tmp_path, TIMEOUT)
     (tmp_path / f"{name}.log").write_text(done.stdout + done.stderr)
     if NUMPY_INT in done.stdout + done.stderr:  # the node's traceback, in the driver's error
         pytest.xfail(f"{name}.py uses np.int, which numpy 2 removed (TensorFlowOnSpark 2.2.5 fails the same here)")
@@ -133,15 +133,36 @@ def test_mnist_inference_example_predicts_with_tfparallel(layout, tfos_cluster, 
     assert sum(1 for part in glob.glob(str(tmp_path / "predictions" / "part-*")) for _ in open(part)) == 297
 
 
-@pytest.mark.skipif(importlib.util.find_spec("tensorflow_datasets") is None
-                    or not glob.glob(os.path.expanduser("~/tensorflow_datasets/mnist/*/dataset_info.json")),
-                    reason="mnist_tf.py loads MNIST with tensorflow_datasets, which downloads it: needs "
-                           "tensorflow_datasets and a prepared ~/tensorflow_datasets/mnist")
+@pytest.fixture(scope="module")
+def tfds_mnist(tmp_path_factory) -> str:
+    """A tensorflow_datasets data directory holding ``mnist`` (3.0.1, as tensorflow_datasets' own
+    MNIST builder names it) prepared from the same digits as the files above, so that the
+    example's ``tfds.load('mnist')`` reads it instead of downloading MNIST."""
+    import tensorflow as tf
+    import tensorflow_datasets as tfds
+
+    from tfos_notebook.examples.mnist_files import mnist_arrays
+
+    data_dir = str(tmp_path_factory.mktemp("tfds"))
+    x_train, y_train, x_test, y_test = mnist_arrays()
+    splits = {name: tf.data.Dataset.from_tensor_slices({"image": x.reshape(-1, 28, 28, 1), "label": y})
+              for name, x, y in (("train", x_train, y_train), ("test", x_test, y_test))}
+    features = tfds.features.FeaturesDict({"image": tfds.features.Image(shape=(28, 28, 1)),
+                                           "label": tfds.features.ClassLabel(num_classes=10)})
+    tfds.dataset_builders.TfDataBuilder(name="mnist", version="3.0.1", split_datasets=splits, features=features,
+                                        data_dir=data_dir).download_and_prepare()
+    return data_dir
+
+
+@pytest.mark.skipif(not all(importlib.util.find_spec(m) for m in ("tensorflow_datasets", "importlib_resources")),
+                    reason="mnist_tf.py loads MNIST with tensorflow_datasets: pip install tensorflow-datasets "
+                           "importlib_resources")
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_mnist_tf_example_trains_on_tensorflow_datasets(layout, tfos_cluster, spark_slot, programs, tmp_path):
+def test_mnist_tf_example_trains_on_tensorflow_datasets(layout, tfos_cluster, spark_slot, programs, tfds_mnist,
+                                                        tmp_path):
     run_example("mnist_tf", ["--cluster_size", "2", "--epochs", "1", "--model_dir", str(tmp_path / "model"),
                              "--export_dir", str(tmp_path / "export")],
-                layout, tfos_cluster, spark_slot, programs, tmp_path)
+                layout, tfos_cluster, spark_slot, programs, tmp_path, {"spark.executorEnv.TFDS_DATA_DIR": tfds_mnist})
     assert (tmp_path / "export" / "saved_model.pb").exists()
 
 
