@@ -25,6 +25,10 @@ TENSORFLOW_NOTICES = [
     "Failed call to cuInit: UNKNOWN ERROR (303)",
     "E0000 00:00:1795362301.118230   27001 coordination_service_agent.cc:479] Failed to send RPC to coordination "
     "service. Either the leader task died or the leader is gone.",
+    "Additional GRPC error information from remote target /job:chief/replica:0/task:0 while calling "
+    "/tensorflow.CoordinationService/Heartbeat:",
+    ':UNKNOWN:Error received from peer  {grpc_status:14, grpc_message:"failed to connect to all addresses; last '
+    'error: UNKNOWN: ipv4:127.0.0.1:46545: Failed to connect to remote host: Connection refused"}',
     "WARNING:tensorflow:Collective ops is not configured at program startup. Some performance features may not "
     "be enabled.",
     "INFO:tensorflow:Enabled multi-worker collective ops with available devices: ['/job:worker/replica:0']",
@@ -40,6 +44,7 @@ REAL_LINES = [
     "E0000 00:00:1795362301.1 27001 kernel.cc:12] OOM when allocating tensor with shape [4096,4096]",
     "W0000 00:00:1795362301.1 27001 ops.cc:12] data loader stalled: 0 elements in 30 s",
     "RuntimeError: Could not find cuda drivers on your machine",
+    ':UNKNOWN:Error received from peer  {grpc_status:13, grpc_message:"Internal error in a collective"}',
 ]
 
 

@@ -29,6 +29,10 @@ NOISE = tuple(re.compile(p) for p in (
     r"computation placer already registered",
     r"TF-TRT Warning: Could not find TensorRT",
     r"Failed to send RPC to coordination service",
+    # gRPC's detail of the same complaint, on lines of their own (a worker's heartbeat to a gone chief)
+    r"^Additional GRPC error information from remote target /job:\w+/replica:\d+/task:\d+ while calling "
+    r"/tensorflow\.CoordinationService/",
+    r"^:UNKNOWN:Error received from peer .*grpc_status:14\b",
     r"Collective ops is not configured at program startup",
     r"Local rendezvous is aborting with status: OUT_OF_RANGE",
     r"^(INFO|WARNING):tensorflow:(Enabled multi-worker collective ops|Using MirroredStrategy with devices"
