@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 
 from ...wire.errors import FeedError
-from ...wire.feed.codec import batch_to_rows, python_column
+from ...wire.feed.codec import batch_to_rows, is_list_type, python_column
 from ...wire.feed.predictions import results_to_batch
 from .queue import Piece
 
@@ -72,7 +72,7 @@ def _select(names: Sequence[str], features: str | Sequence[str] | None, label: s
 
 def _spec(tf, name: str, field: pa.Field, sample: pa.RecordBatch | None):
     depth, t = 0, field.type
-    while pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+    while is_list_type(t):
         depth, t = depth + 1, t.value_type
     if sample is not None and sample.num_rows:
         from ...wire.feed.codec import column_to_numpy

@@ -180,7 +180,7 @@ def column_to_numpy(col: pa.Array, name: str) -> np.ndarray:
                         "before feeding")
     shape = [len(col)]
     arr = col
-    while _is_list(arr.type):
+    while is_list_type(arr.type):
         if pa.types.is_fixed_size_list(arr.type):
             shape.append(arr.type.list_size)
         else:
@@ -202,12 +202,13 @@ def column_to_numpy(col: pa.Array, name: str) -> np.ndarray:
     return values.reshape(shape)
 
 
-def _is_list(typ: pa.DataType) -> bool:
+def is_list_type(typ: pa.DataType) -> bool:
+    """Whether ``typ`` is an Arrow list of any kind (list, large list, fixed-size list)."""
     return pa.types.is_list(typ) or pa.types.is_large_list(typ) or pa.types.is_fixed_size_list(typ)
 
 
 def _leaf_dtype(typ: pa.DataType) -> np.dtype:
-    while _is_list(typ):
+    while is_list_type(typ):
         typ = typ.value_type
     return np.dtype(typ.to_pandas_dtype())
 
@@ -224,7 +225,7 @@ def python_column(col: pa.Array, field: pa.Field) -> list:
         except FeedError:  # ragged: one array per row
             dtype = _leaf_dtype(field.type)
             return [np.asarray(v, dtype=dtype) for v in col.to_pylist()]
-    if _is_list(col.type):
+    if is_list_type(col.type):
         try:  # arrays of equal lengths: through numpy, much faster than Arrow's own to_pylist
             return column_to_numpy(col, field.name).tolist()
         except FeedError:  # ragged, nulls, or values numpy does not hold
