@@ -212,7 +212,8 @@ def profile() -> None:
     result = run.profile(seconds=2)
     took = time.monotonic() - t0
     folder = os.path.join(mirror.root, "plugins", "profile", result.session)
-    traces = {name: os.path.getsize(os.path.join(folder, name)) for name in sorted(os.listdir(folder))}
+    traces = {name: os.path.getsize(os.path.join(folder, name))
+              for name in (sorted(os.listdir(folder)) if os.path.isdir(folder) else [])}
     run.stop()
     report(traces=traces, seconds=took, failures=result.failures, hosts=sorted(n.where for n in run.nodes))
 
