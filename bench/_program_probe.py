@@ -32,6 +32,21 @@ WIDTH = 784
 
 
 def train_fn(args, ctx):
+    """The node function without ``--model``: the numpy batch is the step (no TensorFlow named, so
+    none is imported on the nodes)."""
+    consume(args, ctx, None)
+
+
+def train_model_fn(args, ctx):
+    """With ``--model``: a small Keras model's ``train_on_batch`` is the step."""
+    import tensorflow as tf
+
+    model = tf.keras.Sequential([tf.keras.Input((784,)), tf.keras.layers.Dense(10)])
+    model.compile("sgd", tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    consume(args, ctx, model)
+
+
+def consume(args, ctx, model):
     """TensorFlowOnSpark's consumer loop; records the first step's wall time and the rows seen."""
     import json
     import os
@@ -44,12 +59,6 @@ def train_fn(args, ctx):
         from tensorflowonspark import TFNode
     else:
         from tfos_notebook import TFNode
-    model = None
-    if args["model"]:
-        import tensorflow as tf
-
-        model = tf.keras.Sequential([tf.keras.Input((784,)), tf.keras.layers.Dense(10)])
-        model.compile("sgd", tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     ready = time.time()
     feed = TFNode.DataFeed(ctx.mgr, True)
     first, rows = None, 0
@@ -198,10 +207,11 @@ def program(sc, opts, data, epochs: int, out: str, token: str) -> dict:
         from tfos_notebook import TFCluster
 
         fed, extra = data, {"feed_buffer_mb": opts.buffer_mb}
-    args = {"impl": opts.impl, "batch": opts.batch, "model": opts.model, "out": out, "token": token}
+    args = {"impl": opts.impl, "batch": opts.batch, "out": out, "token": token}
     with PeakRss(sc) as rss:
         t0 = time.time()
-        cluster = TFCluster.run(sc, train_fn, args, opts.workers, num_ps=0, tensorboard=False,
+        main_fun = train_model_fn if opts.model else train_fn
+        cluster = TFCluster.run(sc, main_fun, args, opts.workers, num_ps=0, tensorboard=False,
                                 input_mode=TFCluster.InputMode.SPARK, master_node="chief", **extra)
         returned = time.time() - t0
         cluster.train(fed, num_epochs=epochs)

@@ -66,7 +66,8 @@ class CellFunction:
     filename: str
     names: dict[str, Any] = field(default_factory=dict)
 
-    def _code(self) -> CodeType:
+    def code(self) -> CodeType:
+        """The compiled module that defines the cell's function."""
         return compile(function_module(self.body, self.filename), self.filename, "exec")
 
     def register_source(self) -> None:
@@ -76,5 +77,5 @@ class CellFunction:
     def __call__(self, args: Any, ctx: Any) -> Any:
         self.register_source()
         namespace: dict[str, Any] = {"__builtins__": builtins, "__name__": "__tfos_train__", **self.names}
-        exec(self._code(), namespace)
+        exec(self.code(), namespace)
         return namespace[FUNCTION_NAME](args, ctx)

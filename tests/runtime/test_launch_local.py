@@ -51,6 +51,28 @@ def test_run_returns_the_chief_value_and_streams_events(local_spark):
     assert {e.state for e in run.events.events(TaskState)} == {"running", "finished"}
 
 
+def reports_tensorflow(args, ctx):
+    import sys
+    import time
+
+    ready = hasattr(sys.modules.get("tensorflow"), "constant")  # imported whole before this function began
+    if args["import"]:
+        t0 = time.monotonic()
+        import tensorflow as tf
+
+        return {"ready": ready, "import_secs": time.monotonic() - t0, "value": int(tf.constant(2) + 1)}
+    return {"ready": ready}
+
+
+def test_a_function_that_uses_tensorflow_finds_it_imported_while_its_cluster_formed(local_spark):
+    sc = local_spark.sparkContext
+    value = Run(sc, reports_tensorflow, {"import": True}, 2).start().wait(180)
+    assert value["ready"] and value["value"] == 3 and value["import_secs"] < 0.5, value
+    # turned off for a run: the function's own import is the first
+    off = Run(sc, reports_tensorflow, {"import": False}, 2, env={"TFOS_PREIMPORT": ""}).start().wait(120)
+    assert off == {"ready": False}
+
+
 def fail_on_worker(args, ctx):
     import os
     import time

@@ -33,6 +33,7 @@ from .forward import forward
 from .insight import Insight, Progress
 from .lifecycle import Lifecycle, RunState
 from .outcome import RunOutcome
+from .preimport import preimports
 from .roles import node_gpu_counts, plan_roles
 from .spark import backend_for
 from .storage import resolve_on_driver, run_log_dir
@@ -248,7 +249,7 @@ class Run:
             gpu_counts=self.gpu_counts,
             feed_buffer_bytes=self.feed_buffer_bytes, instage=self.instage.spec if self.instage else None,
             release_port=self.release_port,
-            mlflow=self.tracking is not None,
+            mlflow=self.tracking is not None, preimport=preimports(self.main_fun),
         )
 
     def _job(self, attempt: int) -> Callable[[], Any]:

@@ -2,7 +2,8 @@
 
 Started by the node as soon as its Spark task begins (``python -m tfos_notebook.runtime.node.child
 STATUS_FD NODE_PID RUN_ID TASK PORT_FD ORDERS_FD``), in a process group of its own with ``CUDA_VISIBLE_DEVICES``
-already in its environment, so that interpreter start-up and imports overlap the reservation. A fed
+already in its environment, so that interpreter start-up and imports overlap the reservation (and,
+when the function uses TensorFlow, its import too: ``TFOS_PREIMPORT``, ``driver/preimport.py``). A fed
 node (input mode ``spark``) first writes a line saying where to serve the data feed, which the
 child does at once, while the cluster still forms. When the cluster spec is known the node writes
 one JSON line to its stdin: the payload and result paths and the rest of the environment
@@ -19,6 +20,7 @@ ORDERS_FD (``profiler.py``), and kills itself and its group if the node that sta
 from __future__ import annotations
 
 import faulthandler
+import importlib
 import json
 import os
 import pickle
@@ -28,6 +30,7 @@ import threading
 import traceback
 
 from ..wire.paths import node_dir_name
+from ..wire.plan import PREIMPORT_ENV
 from ..wire.watchdog import STACKS_SIGNAL, watch_parent
 from .statuspipe import open_pipe
 
@@ -48,6 +51,23 @@ def _next_order() -> dict | None:
     """The node's next order on stdin (None: its stdin closed, nothing more will come)."""
     line = sys.stdin.readline()
     return json.loads(line) if line.strip() else None
+
+
+def _preimport() -> threading.Thread:
+    """A thread that imports the modules the function will (its TensorFlow: ``PREIMPORT_ENV``)
+    while the cluster forms; a failure is left to the function's own import to report."""
+
+    def imports(names: list[str]) -> None:
+        for name in names:
+            try:
+                importlib.import_module(name)
+            except Exception:
+                return
+
+    names = list(filter(None, os.environ.get(PREIMPORT_ENV, "").split(",")))
+    thread = threading.Thread(target=imports, args=(names,), daemon=True, name="tfos-preimport")
+    thread.start()
+    return thread
 
 
 def _serve_feed(spec: dict, status):
@@ -74,6 +94,7 @@ def main(argv: list[str]) -> int:
     faulthandler.register(STACKS_SIGNAL, all_threads=True)  # so does a run that failed elsewhere (dump_stacks)
     threading.Thread(target=watch_parent, args=(node_pid,), daemon=True).start()
     status = open_pipe(status_fd)
+    preimport = _preimport()  # TensorFlow, imported while the node registers and the cluster forms
     import cloudpickle  # imported while the cluster is still reserving
 
     from . import ctx as _ctx  # noqa: F401  (the payload's NodeContext)
@@ -109,6 +130,7 @@ def main(argv: list[str]) -> int:
         ctx.mgr = feed
         if feed is not None:  # how long the function waits for its data (the input-bound finding)
             feed.pace = pace
+        preimport.join()  # the function starts with no import under way on another thread
         value = payload["main_fun"](payload["args"], ctx)
         _write_result(result_path, ("ok", cloudpickle.dumps(value), _type_name(value)))
         return 0

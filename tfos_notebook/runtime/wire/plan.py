@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     from .channel import Secret
     from .feed.stage import InStage
 
+#: The node's process imports these modules (comma-separated) while its cluster forms (``NodePlan.preimport``).
+PREIMPORT_ENV = "TFOS_PREIMPORT"
 #: The roles that train (and, with InputMode.SPARK, are fed); ps and evaluator run beside them.
 FOREGROUND_ROLES = ("chief", "master", "worker")
 
@@ -65,6 +67,7 @@ class NodePlan:
     instage: InStage | None = None  # each node's own task feeds it its partition
     gpu_counts: tuple[int, ...] = ()  # by task: how many of its task's GPUs each node uses (empty: all)
     mlflow: bool = False  # the run is logged to MLflow: nodes relay their MLflow calls, sample CPU and memory
+    preimport: tuple[str, ...] = ()  # modules each node's process imports while the cluster forms (driver/preimport.py)
 
     def __call__(self, task: int, gpus: list[str]) -> dict:  # the barrier task's body (SparkBackend.barrier)
         return node_code("run_node")(self, task, gpus)
