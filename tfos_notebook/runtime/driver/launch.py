@@ -82,7 +82,8 @@ class Run:
             task holds more sees only the first ``gpus_per_node`` of them. 0: CPU only, or whatever
             ``spark.task.resource.gpu.amount`` gives. A sequence gives each node its own count, by
             task (0: that node sees no GPU, whatever its task holds).
-        env: extra environment variables for the nodes' processes.
+        env: extra environment variables for the nodes' processes (set before they import TensorFlow,
+            which they do while the cluster forms when ``main_fun`` uses it; ``TFOS_PREIMPORT=''``: not).
         legacy_keras: set TF_USE_LEGACY_KERAS=1 on the nodes (None: when tf-keras is installed there).
         name: a label for views; defaults to the run id.
         preflight_wait: ``TFCluster.run`` only: seconds it waits for executors that are still
