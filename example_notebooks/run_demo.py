@@ -123,13 +123,14 @@ def split(nb, started_at: datetime, total: float, timeline: dict[str, float]) ->
         rows += [("nodes up", marks["registered"] - data[1],
                   "%load_ext, %%tfos_train, Spark's barrier tasks and Python workers, the nodes' processes"),
                  ("first epoch", marks["first_step"] - marks["registered"],
-                  "each node imports TensorFlow, sets up MultiWorkerMirroredStrategy, runs epoch 1"),
+                  "each node ends its TensorFlow import (begun with its process), sets up "
+                  "MultiWorkerMirroredStrategy, runs epoch 1"),
                  ("other epochs", marks["last_step"] - marks["first_step"], "training"),
                  ("export, evaluation", marks["finished"] - marks["last_step"],
                   "every node saves the model; the held-out accuracy")]
     startup = sum(seconds for _, seconds, _ in rows[:4])  # up to the nodes registering
     rows.append(("the rest", total - sum(seconds for _, seconds, _ in rows), "the other cells"))
-    lines = [f"where the {total:.1f} s went ({startup:.1f} s of start-up before the nodes import TensorFlow):"]
+    lines = [f"where the {total:.1f} s went ({startup:.1f} s of start-up before the nodes registered):"]
     lines += [f"  {name:<19}{seconds:5.1f} s  {what}" for name, seconds, what in rows]
     return "\n".join(lines)
 

@@ -39,13 +39,13 @@ def test_the_demo_splits_its_time_into_start_up_and_training():
     timeline = {"started": at + 7.6, "submitted": at + 7.7, "registered": at + 10.0, "first_step": at + 14.0,
                 "last_step": at + 18.5, "finished": at + 19.8}
     assert run_demo().split(nb, T0, 20.0, timeline).splitlines() == [
-        "where the 20.0 s went (10.0 s of start-up before the nodes import TensorFlow):",
+        "where the 20.0 s went (10.0 s of start-up before the nodes registered):",
         "  kernel start         0.5 s  nbclient starts an IPython kernel",
         "  Spark session        4.0 s  the JVM and a local SparkContext",
         "  data                 3.0 s  scikit-learn's digits into a cached DataFrame (Arrow), counted",
         "  nodes up             2.5 s  %load_ext, %%tfos_train, Spark's barrier tasks and Python workers, "
         "the nodes' processes",
-        "  first epoch          4.0 s  each node imports TensorFlow, sets up MultiWorkerMirroredStrategy, runs epoch 1",
+        "  first epoch          4.0 s  each node ends its TensorFlow import (begun with its process), sets up MultiWorkerMirroredStrategy, runs epoch 1",
         "  other epochs         4.5 s  training",
         "  export, evaluation   1.3 s  every node saves the model; the held-out accuracy",
         "  the rest             0.2 s  the other cells",
@@ -55,7 +55,7 @@ def test_the_demo_splits_its_time_into_start_up_and_training():
 def test_a_run_that_reached_no_step_leaves_the_nodes_phases_out_of_the_split():
     nb = nbformat.v4.new_notebook(cells=[timed_cell("spark = SparkSession.builder.getOrCreate()", 1.0, 5.0)])
     assert run_demo().split(nb, T0, 6.0, {"started": T0.timestamp() + 5.5}).splitlines() == [
-        "where the 6.0 s went (5.0 s of start-up before the nodes import TensorFlow):",
+        "where the 6.0 s went (5.0 s of start-up before the nodes registered):",
         "  kernel start         1.0 s  nbclient starts an IPython kernel",
         "  Spark session        4.0 s  the JVM and a local SparkContext",
         "  data                 0.0 s  scikit-learn's digits into a cached DataFrame (Arrow), counted",

@@ -120,4 +120,7 @@ def test_a_node_failing_while_fed_fails_train_with_that_nodes_error(feed_standal
     with pytest.raises(NodeError, match="boom on purpose, while being fed") as err:
         run.train(df, num_epochs=3)
     assert err.value.role == "chief"
+    # train raises as soon as the error is known; the run then ends, its processes cleaned up
+    with pytest.raises(NodeError, match="boom on purpose"):
+        run.wait(60)
     assert run.state == "failed"
