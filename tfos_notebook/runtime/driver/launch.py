@@ -125,6 +125,7 @@ class Run:
         self.backend = backend_for(sc)
         self.tracking_config = resolve_tracking(mlflow, self.backend.databricks() is not None, self.backend.conf)
         self.main_fun, self.args = main_fun, args
+        self.preimport = preimports(main_fun)  # read from its code once; every attempt ships it
         self.input_mode = input_mode
         self.feed_buffer_bytes = int(feed_buffer_mb * (1 << 20)) if input_mode == "spark" else 0
         self.run_id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
@@ -250,7 +251,7 @@ class Run:
             gpu_counts=self.gpu_counts,
             feed_buffer_bytes=self.feed_buffer_bytes, instage=self.instage.spec if self.instage else None,
             release_port=self.release_port,
-            mlflow=self.tracking is not None, preimport=preimports(self.main_fun),
+            mlflow=self.tracking is not None, preimport=self.preimport,
         )
 
     def _job(self, attempt: int) -> Callable[[], Any]:
