@@ -9,7 +9,7 @@ import types
 import numpy as np
 
 from tfos_notebook.cellfn import CellFunction
-from tfos_notebook.peers.distributor import TrainFnNode
+from tfos_notebook.peers.distributor import StrategyScopeNode, TrainFnNode
 from tfos_notebook.runtime.driver.preimport import preimports
 
 tf = types.ModuleType("tensorflow")  # stands for a notebook's `import tensorflow as tf` (not imported here)
@@ -62,12 +62,13 @@ def nested_definition(args, ctx):
 def test_a_function_that_reaches_tensorflow_has_it_imported_first():
     for fn in (imports_it, imports_keras_from_it, uses_the_global, calls_a_helper, nested_definition,
                closing_over(imports_it), functools.partial(calls_a_helper, {}),
-               TrainFnNode(numpy_only, use_custom_strategy=False)):  # the runner's strategy is TensorFlow's
+               StrategyScopeNode(numpy_only)):  # the runner's strategy is TensorFlow's
         assert preimports(fn) == ("tensorflow",), fn
 
 
 def test_a_function_that_never_names_tensorflow_imports_nothing_more():
-    for fn in (numpy_only, recursive, closing_over(numpy_only), functools.partial(numpy_only, {}), print, len):
+    for fn in (numpy_only, recursive, closing_over(numpy_only), functools.partial(numpy_only, {}), print, len,
+               TrainFnNode(numpy_only)):  # a runner's custom strategy: only what train_fn does
         assert preimports(fn) == (), fn
 
 

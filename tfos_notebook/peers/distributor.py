@@ -25,26 +25,28 @@ from ..runtime.driver.spark import active_session, backend_for
 from ..runtime.wire.gpus import visible_devices
 
 
-def call_train_fn(train_fn: Callable[..., Any], use_custom_strategy: bool, kwargs: dict[str, Any]) -> Any:
-    """``train_fn(**kwargs)``, inside a ``MultiWorkerMirroredStrategy`` scope unless the function
-    builds its own strategy (``use_custom_strategy``)."""
-    if use_custom_strategy:
-        return train_fn(**kwargs)
-    import tensorflow as tf
+@dataclass
+class TrainFnNode:
+    """The main function of every node of a runner whose ``train_fn`` builds its own strategy
+    (``use_custom_strategy``): ``train_fn(**kwargs)`` (pickled into the Spark tasks)."""
 
-    with tf.distribute.MultiWorkerMirroredStrategy().scope():
-        return train_fn(**kwargs)
+    train_fn: Callable[..., Any]
+
+    def __call__(self, kwargs: dict[str, Any], ctx: Any) -> Any:
+        return self.train_fn(**kwargs)
 
 
 @dataclass
-class TrainFnNode:
-    """The main function of every node of a runner's launch (pickled into the Spark tasks)."""
-
-    train_fn: Callable[..., Any]
-    use_custom_strategy: bool
+class StrategyScopeNode(TrainFnNode):
+    """``train_fn(**kwargs)`` inside a ``MultiWorkerMirroredStrategy`` scope, the runner's default.
+    (Two classes rather than a flag: the nodes import TensorFlow ahead only when their function
+    reaches it, ``driver/preimport.py``, and a flag's branch would name TensorFlow for both.)"""
 
     def __call__(self, kwargs: dict[str, Any], ctx: Any) -> Any:
-        return call_train_fn(self.train_fn, self.use_custom_strategy, kwargs)
+        import tensorflow as tf
+
+        with tf.distribute.MultiWorkerMirroredStrategy().scope():
+            return self.train_fn(**kwargs)
 
 
 def split_slots(num_slots: int, num_tasks: int) -> list[int]:
@@ -151,10 +153,13 @@ class MirroredStrategyRunner:
         if self.local_mode:
             return self._run_locally(train_fn, kwargs)
         gpus = split_slots(self.num_slots, self.num_tasks) if self.use_gpu else [0] * self.num_tasks
-        self.run_handle = Run(self.backend, TrainFnNode(train_fn, self.use_custom_strategy), kwargs,
+        self.run_handle = Run(self.backend, self._node(train_fn), kwargs,
                               self.num_tasks, master_node=None, gpus_per_node=gpus,
                               name=getattr(train_fn, "__name__", None))
         return self.run_handle.start().wait()
+
+    def _node(self, train_fn: Callable[..., Any]) -> TrainFnNode:
+        return (TrainFnNode if self.use_custom_strategy else StrategyScopeNode)(train_fn)
 
     def _run_locally(self, train_fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
         saved = os.environ.get("CUDA_VISIBLE_DEVICES")
@@ -170,7 +175,7 @@ class MirroredStrategyRunner:
             devices = visible_devices(owned[: self.num_slots], saved)
         os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(devices)
         try:
-            return call_train_fn(train_fn, self.use_custom_strategy, kwargs)
+            return self._node(train_fn)(kwargs, None)
         finally:
             if saved is None:
                 os.environ.pop("CUDA_VISIBLE_DEVICES", None)
