@@ -54,6 +54,7 @@ export class RunsSidebar extends SidePanel {
   private readonly poll: Poll;
   private readonly changed = new Signal<this, readonly IRun[]>(this);
   private _runs: IRun[] = [];
+  private fetches = 0; // the latest fetch's number: an older one's answer is stale
 
   constructor(
     private readonly api: RunsApi,
@@ -118,12 +119,20 @@ export class RunsSidebar extends SidePanel {
 
   /** Fetch the runs now and redraw. */
   async refresh(): Promise<void> {
+    const fetch = ++this.fetches;
     try {
-      this._runs = await this.api.listRuns();
+      const runs = await this.api.listRuns();
+      if (fetch !== this.fetches) {
+        return; // a later fetch (after Clear ended, say) draws the list
+      }
+      this._runs = runs;
       this.showMessage(
         this._runs.length ? '' : 'No runs yet: start one with %%tfos_train in a notebook.'
       );
     } catch (error) {
+      if (fetch !== this.fetches) {
+        return;
+      }
       this._runs = [];
       this.changed.emit(this._runs);
       this.showMessage(

@@ -385,8 +385,13 @@ test('a training run shows in the runs sidebar and its TensorBoard draws the sca
   await expect(board.locator('scalar-card').first()).toBeVisible({ timeout: 2 * MINUTE });
 
   // Every run has ended: "Clear ended" empties the list.
+  // The reopened sidebar fetches the four runs (the run, its evaluation, the re-run, the long run)
+  // and only then enables Clear ended: a disabled button ignores a click.
   await page.evaluate(() => (window as any).jupyterapp.commands.execute('tfos:open-runs'));
-  await sidebar.locator('.tfos-RunsSidebar-clear').click();
+  const clear = sidebar.locator('.tfos-RunsSidebar-clear');
+  await expect(sidebar.locator('.tfos-RunRow')).toHaveCount(4);
+  await expect(clear).not.toHaveAttribute('disabled');
+  await clear.click();
   await expect(sidebar.locator('.tfos-RunRow')).toHaveCount(0);
   await expect(sidebar.locator('.tfos-RunsSidebar-message')).toContainText('No runs yet');
 });
