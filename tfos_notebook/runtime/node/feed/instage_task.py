@@ -19,9 +19,10 @@ import pyarrow as pa
 from ...wire import channel
 from ...wire.errors import FeedError
 from ...wire.feed.codec import batch_bytes, batches_of_rows
+from ...wire.feed.pickled import dealt_batches
 from ...wire.feed.predictions import result_values
 from ...wire.feed.protocol import FRAME_BYTES, tell
-from ...wire.feed.stage import FEED_KEY, OUTPUT_SCHEMA, InStage, dealt_rows
+from ...wire.feed.stage import FEED_KEY, OUTPUT_SCHEMA, InStage
 from ...wire.feed.tasks import TASK_TIMEOUT_MARGIN, InferFeed, TrainFeed
 from ...wire.plan import FOREGROUND_ROLES, NodePlan
 from ..task import run_node
@@ -64,8 +65,10 @@ def _batches(spec: InStage, items: Iterator) -> Iterator[pa.RecordBatch]:
         return (b.drop_columns([FEED_KEY]) if FEED_KEY in b.schema.names else b for b in items)
     if spec.rdd_schema is None:  # the RDD is empty
         return iter(())
-    rows = dealt_rows(items, spec.dealt) if spec.dealt is not None else items
-    return batches_of_rows(rows, pa.ipc.read_schema(pa.py_buffer(spec.rdd_schema)), FRAME_BYTES)
+    schema = pa.ipc.read_schema(pa.py_buffer(spec.rdd_schema))
+    if spec.dealt is not None:  # PySpark's pickled batches, as the shuffle dealt them
+        return dealt_batches(items, spec.dealt, schema, FRAME_BYTES)
+    return batches_of_rows(items, schema, FRAME_BYTES)
 
 
 def feed_node(spec: InStage, secret: channel.Secret, run_id: str, task: int, items: Iterator, local: LocalFeed,

@@ -1,7 +1,7 @@
 """In-stage feeding's shared part: what the driver tells each node about the data its own barrier
 task holds (``InStage``, in ``NodePlan``), the shape of what those tasks return, and how an RDD's
 rows are dealt out to the nodes (``Dealer``, run in the tasks that write the shuffle; the node's
-task reads what it wrote with ``dealt_rows``)."""
+task reads what it wrote with ``pickled.dealt_batches``, or row by row with ``dealt_rows``)."""
 
 from __future__ import annotations
 
