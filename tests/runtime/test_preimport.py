@@ -76,3 +76,13 @@ def test_a_cell_is_read_from_its_body_and_the_names_it_captured():
     assert preimports(CellFunction("import tensorflow as tf\nreturn tf.constant(1)", "<cell>")) == ("tensorflow",)
     assert preimports(CellFunction("return model_fn(args)", "<cell>", {"model_fn": imports_it})) == ("tensorflow",)
     assert preimports(CellFunction("return np.ones(2)", "<cell>", {"np": np})) == ()
+
+
+def test_a_fed_nodes_feed_server_is_a_module_its_import_thread_can_import_first():
+    """A fed node's child imports its feed server (pyarrow, numpy) on its import thread before
+    TensorFlow, so that its main thread never imports numpy while TensorFlow's import does."""
+    import importlib.util
+
+    from tfos_notebook.runtime.wire.plan import FEED_SERVER_MODULE
+
+    assert importlib.util.find_spec(FEED_SERVER_MODULE) is not None

@@ -210,7 +210,13 @@ test('a training run shows in the runs sidebar and its TensorBoard draws the sca
   await expect(row.locator('.tfos-RunRow-metrics')).toContainText('loss', { timeout: 4 * MINUTE });
   await expect(row.locator('.tfos-RunRow-curve polyline')).toBeVisible({ timeout: MINUTE });
 
-  await expect(row.locator('.tfos-RunRow-state')).toHaveText('finished', { timeout: 4 * MINUTE });
+  // (a diagnosis the run raised shows as a badge beside its state: the state is what is checked)
+  await expect(row.locator('.tfos-RunRow-state')).toHaveText(/^finished(\d+ findings?)?$/, {
+    timeout: 4 * MINUTE
+  });
+  console.log(
+    `the run's row once finished: ${await row.locator('.tfos-RunRow-state').innerText()}`
+  );
   // Its pace, from the nodes' step timing (ctx.callbacks): the totals of the ended run.
   await expect(row.locator('.tfos-RunRow-pace')).toContainText(/\d+ steps · [\d.]+ steps\/s/);
   await expect(row.locator('progress.tfos-RunRow-progress')).toHaveAttribute('value', '1');

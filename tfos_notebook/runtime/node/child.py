@@ -30,7 +30,7 @@ import threading
 import traceback
 
 from ..wire.paths import node_dir_name
-from ..wire.plan import PREIMPORT_ENV
+from ..wire.plan import FEED_SERVER_MODULE, PREIMPORT_ENV
 from ..wire.watchdog import STACKS_SIGNAL, watch_parent
 from .statuspipe import open_pipe
 
@@ -53,21 +53,42 @@ def _next_order() -> dict | None:
     return json.loads(line) if line.strip() else None
 
 
-def _preimport() -> threading.Thread:
-    """A thread that imports the modules the function will (its TensorFlow: ``PREIMPORT_ENV``)
-    while the cluster forms; a failure is left to the function's own import to report."""
+class _Preimport:
+    """Imports the modules named in ``PREIMPORT_ENV`` (TensorFlow; first, on a fed node, its feed server)
+    on a thread, in order, while the cluster forms; a failure is left to the function's own import
+    to report. Meanwhile the main thread imports nothing the thread may be importing: two threads
+    importing numpy at once can leave it half initialized ("partially initialized module
+    'numpy._core.multiarray'"). So the main thread waits for ``FEED_SERVER_MODULE`` (pyarrow, numpy)
+    before it serves the feed, and for all of it before it unpickles the function, which may
+    import anything."""
 
-    def imports(names: list[str]) -> None:
-        for name in names:
-            try:
+    def __init__(self) -> None:
+        names = list(filter(None, os.environ.get(PREIMPORT_ENV, "").split(",")))
+        self._done = {name: threading.Event() for name in names}
+        self._thread = threading.Thread(target=self._imports, args=(names,), daemon=True, name="tfos-preimport")
+        if names:
+            self._thread.start()
+
+    def _imports(self, names: list[str]) -> None:
+        try:
+            for name in names:
                 importlib.import_module(name)
-            except Exception:
-                return
+                self._done[name].set()
+        except Exception:
+            pass
+        finally:
+            for event in self._done.values():
+                event.set()
 
-    names = list(filter(None, os.environ.get(PREIMPORT_ENV, "").split(",")))
-    thread = threading.Thread(target=imports, args=(names,), daemon=True, name="tfos-preimport")
-    thread.start()
-    return thread
+    def wait_for(self, name: str) -> None:
+        """Return once ``name`` is imported, or will not be by this thread."""
+        if name in self._done:
+            self._done[name].wait()
+
+    def join(self) -> None:
+        """Return once the thread's imports are done."""
+        if self._done:
+            self._thread.join()
 
 
 def _serve_feed(spec: dict, status):
@@ -94,7 +115,6 @@ def main(argv: list[str]) -> int:
     faulthandler.register(STACKS_SIGNAL, all_threads=True)  # so does a run that failed elsewhere (dump_stacks)
     threading.Thread(target=watch_parent, args=(node_pid,), daemon=True).start()
     status = open_pipe(status_fd)
-    preimport = _preimport()  # TensorFlow, imported while the node registers and the cluster forms
     import cloudpickle  # imported while the cluster is still reserving
 
     from . import ctx as _ctx  # noqa: F401  (the payload's NodeContext)
@@ -102,9 +122,12 @@ def main(argv: list[str]) -> int:
     from .pace import Pace
     from .profiler import follow_orders
 
+    preimport = _Preimport()  # TensorFlow, imported while the node registers and the cluster forms
+
     order = _next_order()
     feed = unserved = None
     if order is not None and "feed" in order:  # InputMode.SPARK: serve the data feed while the cluster forms
+        preimport.wait_for(FEED_SERVER_MODULE)  # imported by the thread first
         try:
             feed = _serve_feed(order["feed"], status)
         except Exception as e:  # the function's outcome, once there is one to report
@@ -118,6 +141,7 @@ def main(argv: list[str]) -> int:
     try:
         if unserved is not None:
             raise unserved
+        preimport.join()  # the function starts, and is unpickled, with no import under way on another thread
         with open(payload_path, "rb") as f:
             payload = pickle.load(f)
         taskcontext.install_on_import(payload["task_context"])  # BarrierTaskContext.get() answers for the task
@@ -130,7 +154,6 @@ def main(argv: list[str]) -> int:
         ctx.mgr = feed
         if feed is not None:  # how long the function waits for its data (the input-bound finding)
             feed.pace = pace
-        preimport.join()  # the function starts with no import under way on another thread
         value = payload["main_fun"](payload["args"], ctx)
         _write_result(result_path, ("ok", cloudpickle.dumps(value), _type_name(value)))
         return 0

@@ -18,6 +18,9 @@ if TYPE_CHECKING:
 
 #: The node's process imports these modules (comma-separated) while its cluster forms (``NodePlan.preimport``).
 PREIMPORT_ENV = "TFOS_PREIMPORT"
+#: What a fed node's child imports to serve its data feed (pyarrow, numpy): first on its import
+#: thread, so that its main thread never imports numpy while TensorFlow's import does (node/child.py).
+FEED_SERVER_MODULE = "tfos_notebook.runtime.node.feed.server"
 #: The roles that train (and, with InputMode.SPARK, are fed); ps and evaluator run beside them.
 FOREGROUND_ROLES = ("chief", "master", "worker")
 
