@@ -123,7 +123,6 @@ def main(argv: list[str]) -> int:
     from .profiler import follow_orders
 
     preimport = _Preimport()  # TensorFlow, imported while the node registers and the cluster forms
-
     order = _next_order()
     feed = unserved = None
     if order is not None and "feed" in order:  # InputMode.SPARK: serve the data feed while the cluster forms
