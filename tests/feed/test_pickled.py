@@ -111,7 +111,7 @@ def test_what_it_does_not_read_is_unpickled_in_order_with_the_same_result():
 
 
 def test_shapes_it_does_not_read_are_left_to_pickle():
-    for sample in ({"a": [1.0]}, [1, 2], ["x"], (np.zeros(3),), np.float64(1.0), [[1.0]], (True,)):
+    for sample in ({"a": [1.0]}, ["x"], (np.zeros(3),), np.float64(1.0), [[1.0]], [[1]], (True,), [True]):
         assert Decoder.of(schema_for_sample(sample)) is None, sample
     s = CloudPickleSerializer()
     rows = [{"a": [1.0, 2.0]}, {"a": [3.0]}]
@@ -126,3 +126,20 @@ def test_batches_keep_to_the_size_asked_and_the_rows_in_order():
     batches = list(dealt_batches([s.dumps(rows[i:i + 10]) for i in range(0, 1000, 10)], s, schema, 80_000))
     assert 10 <= len(batches) <= 12
     assert [r["_2"] for b in batches for r in b.to_pylist()] == list(range(1000))
+
+
+@pytest.mark.parametrize("serializer", SERIALIZERS, ids=["cloudpickle", "pickle"])
+def test_rows_of_small_int_lists_decode_and_larger_ints_are_unpickled(serializer):
+    """TensorFlowOnSpark's mnist_spark.py parses its CSV into (784 ints, label): pixels 0-255 are
+    read straight; a list holding an int beyond 255, or below 0, is unpickled, with the same result."""
+    rng = random.Random(4)
+    rows = [([rng.randrange(256) for _ in range(784)], rng.randrange(10)) for _ in range(200)]
+    rows += [([rng.randrange(256) for _ in range(n)], 3) for n in (0, 1, 999, 1000, 1001, 2001)]
+    schema = schema_for_sample(rows[0])
+    records = [serializer.dumps(rows[i:i + 30]) for i in range(0, len(rows), 30)]
+    assert all(Decoder.of(schema).decode(r) is not None for r in records)
+    assert_same(records, serializer, schema)
+    for odd in ([256, 1, 2], [-1, 2], [2**40], [1, 2.0]):
+        record = serializer.dumps([(odd, 1)])
+        assert Decoder.of(schema).decode(record) is None, odd
+        assert_same(records[:1] + [record] + records[1:2], serializer, schema)

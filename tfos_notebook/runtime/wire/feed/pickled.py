@@ -3,9 +3,9 @@
 An RDD dealt to the nodes (``stage.Dealer``) reaches each node's task as the batches PySpark
 pickled (pickle protocol 5). Unpickling them makes a Python float of every number, which Arrow
 then reads back one by one: for rows of 784 floats that is most of the node task's first epoch.
-For the rows TensorFlowOnSpark programs feed (a list of floats, or a tuple of such lists, floats
-and ints) :class:`Decoder` reads the pickle's opcodes itself and takes each run of floats with
-numpy. Anything else in a batch (another opcode, an object pickled twice by reference, an int
+For the rows TensorFlowOnSpark programs feed (a list of floats or of small ints, or a tuple of such
+lists, floats and ints) :class:`Decoder` reads the pickle's opcodes itself and takes each run of
+numbers with numpy. Anything else in a batch (another opcode, an object pickled twice by reference, an int
 among the floats, a float where the first row had an int) makes it give up on that batch, which is
 then unpickled as before; both ways give the same columns (``tests/feed/test_pickled.py``).
 """
@@ -29,6 +29,9 @@ EMPTY_LIST, MARK, APPEND, APPENDS = ord("]"), ord("("), ord("a"), ord("e")
 BINFLOAT, BININT1, BININT2, BININT, LONG1 = ord("G"), ord("K"), ord("M"), ord("J"), 0x8A
 TUPLE, TUPLE_OF = ord("t"), {1: 0x85, 2: 0x86, 3: 0x87}
 FLOATS = np.dtype([("op", "u1"), ("value", ">f8")])  # a run of BINFLOAT opcodes
+SMALL_INTS = np.dtype([("op", "u1"), ("value", "u1")])  # a run of BININT1 opcodes (ints 0-255)
+# List columns the decoder reads: code -> (the opcode of every item, a run's layout, the column's dtype)
+RUNS = {"lf": (BINFLOAT, FLOATS, np.float64), "li": (BININT1, SMALL_INTS, np.int64)}
 INT64 = (-(1 << 63), (1 << 63) - 1)
 
 
@@ -38,11 +41,12 @@ class Unsupported(Exception):
 
 class Decoder:
     """Reads pickled batches of rows of one schema: column codes ``f`` (float64), ``i`` (int64)
-    and ``lf`` (list of float64); ``tupled`` rows are tuples of the columns, else one value."""
+    ``lf`` (list of float64) and ``li`` (list of int64, read where every item is 0-255, as pixels
+    are); ``tupled`` rows are tuples of the columns, else one value."""
 
     def __init__(self, codes: tuple[str, ...], tupled: bool) -> None:
         self.codes, self.tupled = codes, tupled
-        self._run = 0  # the last run of floats' length: the next list's first guess
+        self._run = 0  # the last run's length: the next list's first guess
 
     @classmethod
     def of(cls, schema: pa.Schema) -> Decoder | None:
@@ -61,6 +65,8 @@ class Decoder:
                 codes.append("i")
             elif pa.types.is_list(typ) and pa.types.is_float64(typ.value_type):
                 codes.append("lf")
+            elif pa.types.is_list(typ) and pa.types.is_int64(typ.value_type):
+                codes.append("li")
             else:
                 return None
         return cls(tuple(codes), kind == "tuple")
@@ -107,53 +113,55 @@ class Decoder:
         if self.tupled and n > 3:
             p = _expect(b, p, MARK)
         for column, code in enumerate(self.codes):
-            p = self._list(b, p, chunk, column) if code == "lf" else _scalar(b, p, code, chunk.scalars[column])
+            p = self._list(b, p, chunk, column, code) if code in RUNS else _scalar(b, p, code, chunk.scalars[column])
         if self.tupled:
             p = _after_memo(b, _expect(b, p, TUPLE if n > 3 else TUPLE_OF[n]))
         chunk.rows += 1
         return p
 
-    def _list(self, b: bytes, p: int, chunk: _Chunk, column: int) -> int:
+    def _list(self, b: bytes, p: int, chunk: _Chunk, column: int, code: str) -> int:
+        op, layout, _ = RUNS[code]
         p = _after_memo(b, _expect(b, p, EMPTY_LIST))
         length = 0
         while True:
             if b[p] == MARK:  # a run of up to 1000 items
-                run = self._floats(b, p + 1)
+                run = self._items(b, p + 1, op, layout)
                 n = len(run)
                 chunk.values[column].append(run["value"])
-                p = _expect(b, p + 1 + 9 * n, APPENDS)
-            elif b[p] == BINFLOAT and b[p + 9] == APPEND:  # a run of one
+                p = _expect(b, p + 1 + layout.itemsize * n, APPENDS)
+            elif b[p] == op and b[p + layout.itemsize] == APPEND:  # a run of one
                 n = 1
-                chunk.values[column].append(np.frombuffer(b, FLOATS, 1, p)["value"])
-                p += 10
+                chunk.values[column].append(np.frombuffer(b, layout, 1, p)["value"])
+                p += layout.itemsize + 1
             else:
                 break
             length += n
         chunk.lengths[column].append(length)
         return p
 
-    def _floats(self, b: bytes, p: int) -> np.ndarray:
-        """The BINFLOAT opcodes that follow one another from ``p`` up to APPENDS, as ``FLOATS``."""
-        n = self._run
-        if n and p + 9 * n < len(b) and b[p + 9 * n] == APPENDS:
-            run = np.frombuffer(b, FLOATS, n, p)
-            if (run["op"] == BINFLOAT).all():
+    def _items(self, b: bytes, p: int, op: int, layout: np.dtype) -> np.ndarray:
+        """The ``op`` opcodes that follow one another from ``p`` up to APPENDS, as ``layout``."""
+        n, size = self._run, layout.itemsize
+        if n and p + size * n < len(b) and b[p + size * n] == APPENDS:
+            run = np.frombuffer(b, layout, n, p)
+            if (run["op"] == op).all():
                 return run
         n = 0
-        while b[p + 9 * n] == BINFLOAT:
+        while b[p + size * n] == op:
             n += 1
         self._run = n
-        return np.frombuffer(b, FLOATS, n, p)
+        return np.frombuffer(b, layout, n, p)
 
     def _batch(self, held: list[_Chunk], schema: pa.Schema) -> pa.RecordBatch:
         arrays = []
         for column, code in enumerate(self.codes):
-            if code == "lf":
+            if code in RUNS:
                 lengths = [n for chunk in held for n in chunk.lengths[column]]
                 offsets = np.zeros(len(lengths) + 1, dtype=np.int32)
                 np.cumsum(lengths, out=offsets[1:])
                 runs = [run for chunk in held for run in chunk.values[column]]
-                values = np.concatenate(runs, dtype=np.float64) if runs else np.empty(0, np.float64)
+                dtype = RUNS[code][2]
+                values = np.concatenate(runs, dtype=dtype) if runs else np.empty(0, dtype)
                 arrays.append(pa.ListArray.from_arrays(pa.array(offsets), pa.array(values), type=schema.field(column).type))
             else:
                 values = [v for chunk in held for v in chunk.scalars[column]]
@@ -163,7 +171,7 @@ class Decoder:
 
 class _Chunk:
     """The columns of one decoded batch: scalars as Python values, lists as their lengths and the
-    runs of big-endian floats (views of the batch's bytes)."""
+    runs of their numbers (views of the batch's bytes)."""
 
     def __init__(self, codes: tuple[str, ...]) -> None:
         self.rows = 0
