@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from ..wire import channel
 from ..wire import messages as m
 from ..wire.errors import ChannelError
-from ..wire.plan import FEED_SERVER_MODULE, FOREGROUND_ROLES, PREIMPORT_ENV, chief_of, node_name
+from ..wire.plan import FEED_SERVER_MODULE, PREIMPORT_ENV, chief_of, node_name
 from ..wire.timeouts import Deadline
 from ..wire.versions import tf_keras_installed
 from .mlflowrelay import relay_env
@@ -158,8 +158,8 @@ def _child_env(plan: NodePlan, task: int, devices: list[str]) -> dict:
     if legacy:
         env.setdefault("TF_USE_LEGACY_KERAS", "1")
     if plan.preimport:  # Run(env={PREIMPORT_ENV: ""}) turns it off
-        fed = plan.feed_buffer_bytes and plan.roles[task][0] in FOREGROUND_ROLES
-        env.setdefault(PREIMPORT_ENV, ",".join(((FEED_SERVER_MODULE,) if fed else ()) + tuple(plan.preimport)))
+        first = (FEED_SERVER_MODULE,) if plan.serves_feed(task) else ()
+        env.setdefault(PREIMPORT_ENV, ",".join(first + tuple(plan.preimport)))
     if plan.mlflow:
         relay_env(env, plan.run_id, chief=plan.roles[task] == chief_of(plan.roles))
     # The child must import this package the same way the Python worker did, but not pyspark

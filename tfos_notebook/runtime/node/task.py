@@ -26,7 +26,7 @@ from ..wire.fuse import FuseError, fuse_path
 from ..wire.gpus import visible_devices
 from ..wire.orphans import kill_attempts_before, pid_dir
 from ..wire.paths import is_shared_logdir, local_path, node_dir_name
-from ..wire.plan import FOREGROUND_ROLES, NodePlan, node_name
+from ..wire.plan import NodePlan, node_name
 from ..wire.procs import dump_stacks, kill_process_group
 from ..wire.versions import installed_versions
 from . import taskcontext
@@ -145,7 +145,7 @@ class _Node:
                        "started": time.time()}, f)
         self.conn = conn = channel.connect(plan.server_host, plan.server_port, plan.secret)
         self.host = conn.sock.getsockname()[0]  # the address on which this executor reaches the driver
-        if plan.feed_buffer_bytes and self.role in FOREGROUND_ROLES:
+        if plan.serves_feed(task):
             serve_feed(self.proc, plan.secret, self.host, plan.feed_buffer_bytes)
         self.reservation = socket.socket()
         self.reservation.bind((self.host, 0))

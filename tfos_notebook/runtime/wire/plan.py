@@ -75,6 +75,10 @@ class NodePlan:
     def __call__(self, task: int, gpus: list[str]) -> dict:  # the barrier task's body (SparkBackend.barrier)
         return node_code("run_node")(self, task, gpus)
 
+    def serves_feed(self, task: int) -> bool:
+        """Whether ``task``'s node serves a data feed (InputMode.SPARK, a training role)."""
+        return bool(self.feed_buffer_bytes) and self.roles[task][0] in FOREGROUND_ROLES
+
     def fed(self, task: int, gpus: list[str], items: Iterator) -> Iterator:
         """The barrier task's body over data (``SparkBackend.barrier_over``): the node, fed its partition."""
         return node_code("run_fed_node")(self, task, gpus, items)

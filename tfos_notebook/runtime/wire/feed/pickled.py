@@ -40,7 +40,7 @@ class Unsupported(Exception):
 
 
 class Decoder:
-    """Reads pickled batches of rows of one schema: column codes ``f`` (float64), ``i`` (int64)
+    """Reads pickled batches of rows of one schema: column codes ``f`` (float64), ``i`` (int64),
     ``lf`` (list of float64) and ``li`` (list of int64, read where every item is 0-255, as pixels
     are); ``tupled`` rows are tuples of the columns, else one value."""
 
