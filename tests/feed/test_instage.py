@@ -104,6 +104,52 @@ def test_data_with_one_partition_per_node_is_fed_as_it_is_without_a_shuffle(loca
         assert stages_run(sc, run) == 1  # the barrier stage alone: no shuffle dealt the rows out
 
 
+def stages_per_job(sc, run: Run) -> list[int]:
+    tracker = sc.statusTracker()
+    return sorted(len(tracker.getJobInfo(job).stageIds) for job in tracker.getJobIdsForGroup(run.job_group))
+
+
+def test_partitions_that_split_evenly_are_gathered_to_the_nodes_without_a_shuffle(local_spark):
+    sc = local_spark.sparkContext
+    cached = sc.parallelize(range(ROWS), 4).map(lambda i: (i,)).cache()
+    for data in (sc.parallelize([(i,) for i in range(ROWS)], 4), cached):
+        stored = {info.id() for info in sc._jsc.sc().getRDDStorageInfo()}
+        run = Run(local_spark, nodes.datafeed_ids, {}, 2, input_mode="spark").start(data, epochs=2)
+        run.wait(300)
+        assert sorted(i for ids in run.results.values() for i in ids) == sorted(list(range(ROWS)) * 2)
+        assert all(len(ids) == ROWS for ids in run.results.values())  # 2 epochs of 2 of the 4 partitions
+        # a JVM job writes the gathered partitions, then the barrier stage reads them: no shuffle stage
+        assert stages_per_job(sc, run) == [1, 1]
+        assert "gathered" in run.events.events(FeedPlanned)[0].detail
+        assert {info.id() for info in sc._jsc.sc().getRDDStorageInfo()} <= stored | {cached.id()}  # let go of
+    cached.unpersist()
+
+
+def test_partitions_that_do_not_split_evenly_are_dealt_by_a_shuffle(local_spark):
+    sc = local_spark.sparkContext
+    run = Run(local_spark, nodes.datafeed_ids, {}, 2, input_mode="spark").start(
+        sc.parallelize([(i,) for i in range(ROWS)], 3), epochs=1)
+    run.wait(300)
+    assert sorted(i for ids in run.results.values() for i in ids) == list(range(ROWS))
+    assert stages_per_job(sc, run) == [2]  # the shuffle's map stage, then the barrier stage
+    assert "shuffle" in run.events.events(FeedPlanned)[0].detail
+
+
+def test_the_sample_row_is_the_first_row_wherever_spark_holds_the_data(local_spark, tmp_path):
+    from tfos_notebook.runtime.driver.feed.data import _first_rdd_row
+
+    sc = local_spark.sparkContext
+    (tmp_path / "lines.txt").write_text("a\nb\n")
+    datasets = [sc.parallelize([(i, [1.0] * 3) for i in range(100)], 4),  # pickled in the JVM
+                sc.parallelize(range(100), 4).map(lambda i: (i, 2.0 * i)).cache(),  # cached: read in the JVM
+                sc.parallelize(range(100), 4).map(lambda i: (i, 2.0 * i)),  # computed by Python
+                sc.textFile(str(tmp_path / "lines.txt")),  # not pickled batches
+                sc.parallelize([], 2)]
+    for data in datasets:
+        assert _first_rdd_row(data) == data.take(1)
+    datasets[1].unpersist()
+
+
 def test_a_relaunched_run_feeds_every_epoch_exactly_once_again(local_spark):
     from pyspark.sql import Row
 

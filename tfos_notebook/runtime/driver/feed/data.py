@@ -42,7 +42,7 @@ class DataSample:
         if isinstance(data, DataFrame):
             return cls("df", *_first_row(data))
         if isinstance(data, RDD):
-            first = data.take(1)
+            first = _first_rdd_row(data)
             if not first:
                 return cls("rdd", None, None)
             schema = schema_for_sample(first[0])
@@ -58,6 +58,48 @@ class DataSample:
         if self.sample is not None:
             return batch_bytes(self.sample).to_pybytes()
         return empty_stream(self.schema if self.schema is not None else pa.schema([])).to_pybytes()
+
+
+def _pickles_batches(serializer: Any) -> bool:
+    """Whether an RDD with this deserializer holds its rows as PySpark's pickled batches."""
+    from pyspark.serializers import (
+        AutoBatchedSerializer,
+        BatchedSerializer,
+        CloudPickleSerializer,
+        PickleSerializer,
+    )
+
+    return (type(serializer) in (BatchedSerializer, AutoBatchedSerializer)
+            and isinstance(serializer.serializer, (PickleSerializer, CloudPickleSerializer)))
+
+
+def pickled_batches(data: Any) -> tuple[Any, Any]:
+    """An RDD of the serialized batches that hold ``data``'s rows (read as bytes, not unpickled),
+    and the pickle serializer of each batch. An RDD that PySpark does not keep as batches of
+    pickled rows (text files, zipped or cartesian RDDs, a context with another serializer) is
+    pickled in batches first, in the same pass."""
+    from pyspark import RDD
+    from pyspark.serializers import AutoBatchedSerializer, CloudPickleSerializer, NoOpSerializer
+
+    serializer = data._jrdd_deserializer
+    if not _pickles_batches(serializer):
+        serializer = AutoBatchedSerializer(CloudPickleSerializer())
+        data = data._reserialize(serializer)
+    return RDD(data._jrdd, data.context, NoOpSerializer()), serializer.serializer
+
+
+def _first_rdd_row(data: Any) -> list:
+    """The RDD's first row, in a list (empty for an empty RDD). Rows the JVM holds as pickled
+    batches (cached, or from ``parallelize``) are read there, as the first batch: ``take(1)``
+    would have a Python worker stop part way through its partition, which PySpark then cannot
+    reuse, and the next Python task on that executor (a node's, when the data is gathered with
+    no Python) would wait about half a second for a fresh one."""
+    from pyspark.rdd import PipelinedRDD
+
+    if (data.is_cached or not isinstance(data, PipelinedRDD)) and _pickles_batches(data._jrdd_deserializer):
+        first = data._jrdd.take(1)
+        return data._jrdd_deserializer.serializer.loads(bytes(first[0]))[:1] if first else []
+    return data.take(1)
 
 
 def _first_row(df: Any) -> tuple[pa.RecordBatch | None, pa.Schema]:

@@ -66,7 +66,7 @@ def _batches(spec: InStage, items: Iterator) -> Iterator[pa.RecordBatch]:
     if spec.rdd_schema is None:  # the RDD is empty
         return iter(())
     schema = pa.ipc.read_schema(pa.py_buffer(spec.rdd_schema))
-    if spec.dealt is not None:  # PySpark's pickled batches, as the shuffle dealt them
+    if spec.dealt is not None:  # PySpark's pickled batches, dealt out or gathered
         return dealt_batches(items, spec.dealt, schema, FRAME_BYTES)
     return batches_of_rows(items, schema, FRAME_BYTES)
 

@@ -27,7 +27,8 @@ class InStage:
 
     ``mode``: ``train`` or ``infer``; ``kind``: ``df`` (Arrow batches) or ``rdd`` (rows, made
     batches with ``rdd_schema``); ``dealt``: the serializer of an RDD's rows when they reach the
-    node's task dealt out as serialized batches of rows (``Dealer``), None when they come as rows;
+    node's task as serialized batches of rows (dealt out by a ``Dealer``, or gathered whole),
+    None when they come as rows;
     ``sample``: one row (or the schema) for ``ctx.dataset``'s types; ``timeout``: seconds a node may
     take no data before its task gives up."""
 
