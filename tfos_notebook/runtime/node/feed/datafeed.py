@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 
 from ...wire.errors import FeedError
-from ...wire.feed.codec import batch_to_rows, is_list_type, python_column
+from ...wire.feed.codec import batch_to_rows, column_to_numpy, is_list_type, numpy_dtype, python_column
 from ...wire.feed.predictions import results_to_batch
 from .queue import Piece
 
@@ -75,7 +75,6 @@ def _spec(tf, name: str, field: pa.Field, sample: pa.RecordBatch | None):
     while is_list_type(t):
         depth, t = depth + 1, t.value_type
     if sample is not None and sample.num_rows:
-        from ...wire.feed.codec import column_to_numpy
 
         arr = column_to_numpy(sample.column(sample.schema.get_field_index(name)), name)
         dims: list[int | None] = list(arr.shape[1:])
@@ -83,7 +82,7 @@ def _spec(tf, name: str, field: pa.Field, sample: pa.RecordBatch | None):
     else:
         dims = [None] * depth
         dtype = tf.string if (pa.types.is_string(t) or pa.types.is_binary(t) or pa.types.is_large_string(t)
-                              or pa.types.is_large_binary(t)) else tf.as_dtype(t.to_pandas_dtype())
+                              or pa.types.is_large_binary(t)) else tf.as_dtype(numpy_dtype(t))
     return tf.TensorSpec([None, *dims], dtype, name=name)
 
 
