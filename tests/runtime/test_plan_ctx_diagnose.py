@@ -95,6 +95,21 @@ def test_a_fresh_cluster_application_with_no_executor_yet_waits_rather_than_fail
     assert local.code == "not_enough_slots"  # local mode has all its slots from the start
 
 
+def test_executors_a_standalone_master_started_are_waited_for_though_no_count_was_set():
+    # TensorFlowOnSpark's programs launch right after making their SparkContext, often with no
+    # executor count set: the master starts one executor per worker, and they register one by one
+    def one_of(granted: int | None) -> list:
+        return diagnose(Snapshot(2, total_slots=1, master="spark://10.0.0.1:7077", granted_cores=granted,
+                                 executors=TWO_EXECUTORS[:1]))
+
+    [starting] = one_of(2)
+    assert starting.code == "executors_pending" and not blockers([starting])
+    assert starting.cause == "executors with 1 core(s) the standalone master started for the application have not registered yet"
+    for all_there in (1, None):  # every granted core registered, or a master that did not say
+        [f] = one_of(all_there)
+        assert f.code == "not_enough_slots" and blockers([f])
+
+
 def test_a_launch_waiting_for_slots_names_what_holds_them():
     held = Snapshot(2, total_slots=0, master="spark://10.0.0.1:7077", expected_executors=2,
                     holders=("application 'notebook-A' (app-1, user ann) holds 2 core(s)",))

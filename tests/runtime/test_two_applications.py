@@ -150,7 +150,9 @@ def test_a_fresh_application_whose_cores_another_holds_waits_for_its_executors_a
         conf = two_app_standalone.spark_conf(0)
         del conf["spark.cores.max"], conf["spark.executor.cores"]  # pre-flight cannot tell how many will come
         sc = spark_slot.get("app-B-late", conf).sparkContext
-        assert not Run(sc, quick, None, 2).backend.cluster().executors  # none can start while A holds the cores
+        backend = Run(sc, quick, None, 2).backend
+        assert not backend.cluster().executors  # none can start while A holds the cores
+        assert backend.granted_cores() == 0  # and the master says it started none
         t0 = time.monotonic()
         timed_out = Run(sc, quick, None, 2, reservation_timeout=4).start()
         assert time.monotonic() - t0 < 2  # the notebook's kernel is free at once
@@ -179,6 +181,7 @@ def test_a_fresh_application_whose_cores_another_holds_waits_for_its_executors_a
         a.stdin.flush()  # A's notebook stops its run and its session: its cores free
         assert a.wait(30) == 0
         assert run.wait(45) == 0
+        assert backend.granted_cores() == sum(e.cores for e in backend.cluster().executors) > 0
     finally:
         a.kill()
 

@@ -66,6 +66,8 @@ def _executors_pending(s: Snapshot, _: list[Finding]) -> list[Finding]:
     return [Finding(
         code="executors_pending",
         cause=f"{pending} executor(s) the application asked for have not registered yet" if pending
+              else f"executors with {s.cores_pending} core(s) the standalone master started for the application "
+                   "have not registered yet" if s.cores_pending
               else "no executor has registered with the application yet",
         evidence=(f"{len(s.executors)} of {s.expected_executors or 'an unknown number of'} executors registered "
                   f"after {s.elapsed:.0f}s", *executor_lines(s)),

@@ -64,6 +64,9 @@ def snapshot(backend: SparkBackend | Any, requested_tasks: int, roles: tuple[str
         other_jobs=view.other_jobs,
         executors=view.executors,
         expected_executors=view.expected_executors,
+        # with no executor count set, a standalone master tells how many cores it is starting for us
+        granted_cores=(backend.granted_cores() if view.expected_executors is None
+                       and view.total_slots < requested_tasks else None),
         dynamic_allocation=backend.conf("spark.dynamicAllocation.enabled", "false").lower() == "true",
         master=backend.master,
         task_gpus=float(backend.conf("spark.task.resource.gpu.amount", "0")),

@@ -21,6 +21,8 @@ class Snapshot:
         busy_slots: slots held by other running jobs.
         executors: executors registered now.
         expected_executors: executors the application asked for (None when unknown).
+        granted_cores: with no executor count set, the cores a standalone master granted the
+            application, its executors registered or still starting (None when unknown).
         dynamic_allocation: whether ``spark.dynamicAllocation.enabled`` is true.
         master: the Spark master URL.
         task_gpus: ``spark.task.resource.gpu.amount`` (0 when unset).
@@ -53,6 +55,7 @@ class Snapshot:
     busy_slots: int = 0
     executors: tuple[ExecutorInfo, ...] = ()
     expected_executors: int | None = None
+    granted_cores: int | None = None
     dynamic_allocation: bool = False
     master: str = ""
     task_gpus: float = 0
@@ -80,11 +83,20 @@ class Snapshot:
         return max(0, self.expected_executors - len(self.executors))
 
     @property
+    def cores_pending(self) -> int:
+        """Cores a standalone master granted the application in executors not registered yet."""
+        if self.granted_cores is None:
+            return 0
+        return max(0, self.granted_cores - sum(e.cores for e in self.executors))
+
+    @property
     def awaiting_executors(self) -> bool:
         """Executors may still come: some the application asked for are missing, or (with no
-        executor count set) none has registered and there is no slot at all, as right after a
-        session starts on a cluster manager (local mode always has its slots)."""
-        return bool(self.executors_pending) or (
+        executor count set) some a standalone master started for it (``cores_pending``: a fresh
+        application's executors register one by one), or none has registered and there is no slot
+        at all, as right after a session starts on a cluster manager (local mode always has its
+        slots)."""
+        return bool(self.executors_pending) or bool(self.cores_pending) or (
             self.expected_executors is None and not self.executors and not self.total_slots and self.exact)
 
 

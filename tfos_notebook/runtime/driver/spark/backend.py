@@ -132,6 +132,7 @@ class SparkBackend(ABC):
     kind: str = ""
     _databricks_ctx: DatabricksContext | None = None
     _databricks_read = False
+    _master_silent = False  # a standalone master's UI did not answer granted_cores()
 
     # -- configuration -----------------------------------------------------------------------
     @property
@@ -194,6 +195,18 @@ class SparkBackend(ABC):
 
         state = master_state(self.master, int(self.conf("spark.master.ui.port") or DEFAULT_UI_PORT))
         return () if state is None else other_applications(state, self.conf("spark.app.id") or "")
+
+    def granted_cores(self) -> int | None:
+        """The cores a standalone master granted this application: its executors' cores, registered
+        or still starting. None elsewhere, or when the master's UI does not answer (then it is not
+        asked again)."""
+        from .standalone import DEFAULT_UI_PORT, granted_cores, master_state
+
+        if self._master_silent or not self.master.startswith("spark://"):
+            return None
+        state = master_state(self.master, int(self.conf("spark.master.ui.port") or DEFAULT_UI_PORT))
+        self._master_silent = state is None
+        return None if state is None else granted_cores(state, self.conf("spark.app.id") or "")
 
     def check_reachable(self) -> None:
         """Raise a ``TFOSError`` saying what to do when the executors cannot open connections to

@@ -41,6 +41,16 @@ def master_state(master: str, ui_port: int, timeout: float = MASTER_TIMEOUT) -> 
     return None
 
 
+def granted_cores(state: dict, own_app_id: str) -> int | None:
+    """The cores the master in ``state`` (its JSON) granted ``own_app_id``: it grants them as it
+    starts the application's executors, before they register with the driver. None if the master
+    does not list the application."""
+    for app in state.get("activeapps", []):
+        if app.get("id") == own_app_id:
+            return int(app.get("cores") or 0)
+    return None
+
+
 def other_applications(state: dict, own_app_id: str) -> tuple[str, ...]:
     """The applications in ``state`` (a master's JSON) other than ``own_app_id`` that hold cores,
     one line each, and how many of the cluster's cores are in use."""
