@@ -119,9 +119,11 @@ def _phases(programs: list[dict]) -> dict:
     """When each phase of ours ended, median seconds after ``TFCluster.run``."""
     marks: dict[str, list[float]] = {}
     for p in programs:
-        shuffle = [st["completed"] for st in p["stages"] if st["tasks"] > p.get("nodes", 2) and st["completed"]]
-        values = {"data dealt out (shuffle written)": max(shuffle) if shuffle else None,
-                  "gang submitted": p["phases"].get("submitted"),
+        # before the barrier stage (the last): the sample row's one task, then the shuffle's map stage
+        # or the job that gathers the partitions
+        dealt = [st["completed"] for st in p["stages"][:-1] if st["tasks"] > 1 and st["completed"]]
+        values = {"gang submitted": p["phases"].get("submitted"),
+                  "data dealt out or gathered": max(dealt) if dealt else None,
                   "every node registered": max(p["phases"].get("registered", [0])),
                   "cluster ready (TF_CONFIG sent)": p["phases"].get("ready"),
                   "every function started": max(p["ready"]), "every node's first step": max(p["first_step"]),
