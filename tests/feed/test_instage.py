@@ -207,12 +207,15 @@ def test_tfos_layout_with_a_gpu_per_task_feeds_each_node_on_its_own_gpu(standalo
 
 
 @pytest.mark.cluster
-def test_tfos_program_runs_on_the_standalone_tfos_layout(standalone):
+@pytest.mark.parametrize("partitions,how", [(3, "shuffle"), (4, "gathered")])
+def test_tfos_program_runs_on_the_standalone_tfos_layout(standalone, partitions, how):
+    """Each node's task on its own executor: the dealt or gathered rows cross executors."""
     sc = standalone.sparkContext
     cluster = TFCluster.run(sc, nodes.datafeed_ids, {"batch": 50}, num_executors=2, input_mode=InputMode.SPARK,
                             preflight_wait=5)
     assert cluster.in_stage
-    cluster.train(sc.parallelize([(i,) for i in range(300)], 3), num_epochs=3)
+    cluster.train(sc.parallelize([(i,) for i in range(300)], partitions), num_epochs=3)
     cluster.shutdown()
     ids = sorted(i for values in cluster.run_handle.results.values() for i in values)
     assert ids == sorted(list(range(300)) * 3)
+    assert how in cluster.run_handle.events.events(FeedPlanned)[0].detail

@@ -111,8 +111,9 @@ class Gathered:
     the JVM, no Python worker) hands each node whole partitions, as PySpark's pickled batches. A
     barrier stage may not span RDDs of other partition counts than its own, so each attempt writes
     the gathered partitions to the executors' local disks first (``localCheckpoint`` at
-    ``DISK_ONLY``: one JVM-only job; memory stays flat and the user's cached blocks are not
-    evicted), which cuts that lineage, and the barrier stage reads them. About 3x cheaper than
+    ``DISK_ONLY``: one job, in the JVM alone when Spark holds the data (cached, or from
+    ``parallelize``); memory stays flat and the user's cached blocks are not evicted), which cuts
+    that lineage, and the barrier stage reads them. About 3x cheaper than
     dealing the rows through a shuffle (Python on the map side, serialization and compression,
     a fetch); whole partitions are as even as the partitions themselves are, so it is taken only
     when they split evenly over the nodes (``even``). Lost with an executor: every attempt gathers
@@ -139,7 +140,7 @@ class Gathered:
         gathered.persist(StorageLevel.DISK_ONLY)
         try:
             gathered._jrdd.rdd().localCheckpoint()
-            gathered._jrdd.count()  # the JVM writes the checkpoint: no Python worker runs
+            gathered._jrdd.count()  # writes the checkpoint
             yield gathered
         finally:
             gathered.unpersist()
