@@ -10,6 +10,7 @@ from tfos_notebook.runtime import ConfigError, plan_roles
 from tfos_notebook.runtime.driver.diagnose import ExecutorInfo, Snapshot, diagnose, slot_wait_finding
 from tfos_notebook.runtime.driver.finding import blockers
 from tfos_notebook.runtime.driver.nodefindings import diagnose_failure
+from tfos_notebook.runtime.driver.snapshot import EXECUTORS_SETTLE_SECS
 from tfos_notebook.runtime.node.ctx import NodeContext, absolute_path
 from tfos_notebook.runtime.node.task import tf_config
 
@@ -98,9 +99,9 @@ def test_a_fresh_cluster_application_with_no_executor_yet_waits_rather_than_fail
 def test_executors_a_standalone_master_started_are_waited_for_though_no_count_was_set():
     # TensorFlowOnSpark's programs launch right after making their SparkContext, often with no
     # executor count set: the master starts one executor per worker, and they register one by one
-    def one_of(granted: int | None) -> list:
-        return diagnose(Snapshot(2, total_slots=1, master="spark://10.0.0.1:7077", granted_cores=granted,
-                                 executors=TWO_EXECUTORS[:1]))
+    def one_of(granted: int | None, age: float = 60.0, master: str = "spark://10.0.0.1:7077") -> list:
+        return diagnose(Snapshot(2, total_slots=1, master=master, granted_cores=granted,
+                                 executors=(ExecutorInfo("0", "10.0.0.1", 1, age=age),)))
 
     [starting] = one_of(2)
     assert starting.code == "executors_pending" and not blockers([starting])
@@ -108,6 +109,18 @@ def test_executors_a_standalone_master_started_are_waited_for_though_no_count_wa
     for all_there in (1, None):  # every granted core registered, or a master that did not say
         [f] = one_of(all_there)
         assert f.code == "not_enough_slots" and blockers([f])
+    # a master that did not say, an executor that registered moments ago: refused only once they settle
+    [settling] = one_of(None, age=1.0)
+    assert settling.code == "executors_pending" and not blockers([settling])
+    assert settling.cause.startswith("executors may still be registering (one did moments ago")
+    [settled] = one_of(None, age=EXECUTORS_SETTLE_SECS + 1)
+    assert settled.code == "not_enough_slots" and blockers([settled])
+    [unlisted] = diagnose(Snapshot(2, total_slots=1, master="spark://10.0.0.1:7077"))
+    assert unlisted.code == "executors_pending"  # the scheduler counts a slot the status store does not list yet
+    [told] = one_of(1, age=1.0)  # the master said every core it started is there
+    assert told.code == "not_enough_slots"
+    [local] = one_of(None, age=1.0, master="local[1]")
+    assert local.code == "not_enough_slots"
 
 
 def test_a_launch_waiting_for_slots_names_what_holds_them():

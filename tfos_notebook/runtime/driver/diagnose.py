@@ -60,7 +60,7 @@ def _gpus_per_task(s: Snapshot, _: list[Finding]) -> list[Finding]:
 
 
 def _executors_pending(s: Snapshot, _: list[Finding]) -> list[Finding]:
-    if s.requested_tasks <= s.total_slots or not s.awaiting_executors:
+    if s.requested_tasks <= s.total_slots or not (s.awaiting_executors or s.executors_settling):
         return []
     pending = s.executors_pending
     return [Finding(
@@ -68,6 +68,9 @@ def _executors_pending(s: Snapshot, _: list[Finding]) -> list[Finding]:
         cause=f"{pending} executor(s) the application asked for have not registered yet" if pending
               else f"executors with {s.cores_pending} core(s) the standalone master started for the application "
                    "have not registered yet" if s.cores_pending
+              else "executors may still be registering (one did moments ago; the application set no "
+                   "executor count and the standalone master's UI did not say how many it started)"
+              if s.executors_settling
               else "no executor has registered with the application yet",
         evidence=(f"{len(s.executors)} of {s.expected_executors or 'an unknown number of'} executors registered "
                   f"after {s.elapsed:.0f}s", *executor_lines(s)),
@@ -78,7 +81,7 @@ def _executors_pending(s: Snapshot, _: list[Finding]) -> list[Finding]:
 
 
 def _not_enough_slots(s: Snapshot, _: list[Finding]) -> list[Finding]:
-    if s.requested_tasks <= s.total_slots or s.awaiting_executors:
+    if s.requested_tasks <= s.total_slots or s.awaiting_executors or s.executors_settling:
         return []
     roles = f" ({', '.join(s.roles)})" if s.roles else ""
     return [Finding(

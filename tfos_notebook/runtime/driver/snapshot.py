@@ -9,6 +9,10 @@ from ..wire.orphans import Leftover
 from .spark.backend import ExecutorInfo
 from .spark.databricks import DatabricksContext
 
+#: Seconds after an executor registered during which a launch short of slots is not yet refused on a
+#: standalone master that set no executor count and could not be asked how many it started.
+EXECUTORS_SETTLE_SECS = 5.0
+
 
 @dataclass(frozen=True)
 class Snapshot:
@@ -88,6 +92,20 @@ class Snapshot:
         if self.granted_cores is None:
             return 0
         return max(0, self.granted_cores - sum(e.cores for e in self.executors))
+
+    @property
+    def executors_settling(self) -> bool:
+        """On a standalone master, with no executor count set and the master's count of cores
+        unknown (its UI not at ``spark.master.ui.port``), an executor registered less than
+        ``EXECUTORS_SETTLE_SECS`` ago (or so recently that Spark's status store, which lists the
+        executors, has not caught up with its scheduler, which counts their slots): a fresh
+        application's executors register one by one, so a launch short of slots is refused only once
+        they have settled."""
+        if (self.expected_executors is not None or self.granted_cores is not None or not self.exact
+                or not self.master.startswith("spark://")):
+            return False
+        ages = [e.age for e in self.executors if e.age is not None]
+        return (self.total_slots > 0 and not self.executors) or (bool(ages) and min(ages) < EXECUTORS_SETTLE_SECS)
 
     @property
     def awaiting_executors(self) -> bool:

@@ -39,12 +39,14 @@ DataBarrierFn = Callable[[int, list[str], Iterator], Iterable]
 
 @dataclass(frozen=True)
 class ExecutorInfo:
-    """One executor: its id, host, cores and the GPU addresses Spark gave it."""
+    """One executor: its id, host, cores, the GPU addresses Spark gave it, and how many seconds
+    ago it registered, when read (None where unknown)."""
 
     executor_id: str
     host: str
     cores: int = 0
     gpus: tuple[str, ...] = ()
+    age: float | None = None
 
 
 @dataclass(frozen=True)

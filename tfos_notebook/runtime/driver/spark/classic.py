@@ -12,6 +12,7 @@ import json
 import logging
 import posixpath
 import threading
+import time
 from typing import Any
 
 from .backend import (
@@ -104,10 +105,11 @@ class ClassicBackend(SparkBackend):
         it took about 40 calls and 20-30 ms a launch, and every Java iterator ends by raising an
         exception that pyspark converts in 10-15 ms.)"""
         summaries = json.loads(self._json().writeValueAsString(self.sc._jsc.sc().statusStore().executorList(True)))
-        with_driver = self.master.startswith("local")
+        with_driver, now = self.master.startswith("local"), time.time()
         return tuple(
             ExecutorInfo(e["id"], e["hostPort"].rsplit(":", 1)[0], int(e["totalCores"]),
-                         tuple(e.get("resources", {}).get("gpu", {}).get("addresses", ())))
+                         tuple(e.get("resources", {}).get("gpu", {}).get("addresses", ())),
+                         age=now - e["addTime"] / 1000 if isinstance(e.get("addTime"), (int, float)) else None)
             for e in summaries if with_driver or e["id"] != "driver")
 
     def _json(self) -> Any:
