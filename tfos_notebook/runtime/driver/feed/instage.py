@@ -108,16 +108,16 @@ def spread(data: Any, roles: list[tuple[str, int]], partitions: int | None = Non
 
 class Gathered:
     """An RDD's partitions gathered into one per node with no shuffle: Spark's ``coalesce`` (in
-    the JVM, no Python worker) hands each node whole partitions, as PySpark's pickled batches. A
-    barrier stage may not span RDDs of other partition counts than its own, so each attempt writes
-    the gathered partitions to the executors' local disks first (``localCheckpoint`` at
-    ``DISK_ONLY``: one job, in the JVM alone when Spark holds the data (cached, or from
-    ``parallelize``); memory stays flat and the user's cached blocks are not evicted), which cuts
-    that lineage, and the barrier stage reads them. About 3x cheaper than
-    dealing the rows through a shuffle (Python on the map side, serialization and compression,
-    a fetch); whole partitions are as even as the partitions themselves are, so it is taken only
-    when they split evenly over the nodes (``even``). Lost with an executor: every attempt gathers
-    again (``attempt``), and lets go of its copy when its stage ends."""
+    the JVM) hands each node whole partitions, as PySpark's pickled batches. A barrier stage may
+    not span RDDs of other partition counts than its own, so each attempt first writes the
+    gathered partitions to the executors' local disks (``localCheckpoint`` at ``DISK_ONLY``: one
+    job, in the JVM alone when Spark holds the data, cached or from ``parallelize``; memory stays
+    flat and the user's cached blocks are not evicted), which cuts that lineage, and the barrier
+    stage reads them. About 3x cheaper than dealing the rows through a shuffle (Python on the map
+    side, serialization and compression, a fetch). Whole partitions are only as even as the
+    partitions are, so this is taken only when they split evenly over the nodes (``even``). A lost
+    executor takes its blocks with it: every attempt gathers again (``attempt``), and lets go of
+    its copy when its stage ends."""
 
     def __init__(self, batches: Any, n: int) -> None:
         self.batches, self.n = batches, n
