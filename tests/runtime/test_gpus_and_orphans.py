@@ -56,6 +56,38 @@ def test_a_process_of_a_run_with_no_live_node_is_a_leftover_and_can_be_killed():
             p.wait()
 
 
+def test_a_node_is_recorded_before_its_child_exists_so_a_concurrent_cleanup_leaves_it_alone(monkeypatch):
+    """Another notebook's ``cleanup(kill=True)`` scans the whole host: a child seen before its node
+    recorded the run would be killed as a leftover (once seen: a test's scan killed a node's child
+    in the moment between its start and its record)."""
+    from tfos_notebook.runtime.node import task as node_task
+    from tfos_notebook.runtime.wire.orphans import _live_runs
+    from tfos_notebook.runtime.wire.plan import NodePlan
+
+    run_id = f"20260102-000000-{os.getpid():06x}"
+    plan = NodePlan(run_id, "127.0.0.1", 1, b"s", None, None, [("chief", 0)], "file:///", "/tmp")
+    node = node_task._Node(plan, 0, [])
+    try:
+        assert run_id in _live_runs()
+        # what scan_host(kill=True) would kill; not killing here, where other tests' processes run
+        assert not [x for x in scan_host(gpu_holders=[]) if x.run_id == run_id]
+        assert node.proc.poll() is None
+    finally:
+        node.close()
+    assert run_id not in _live_runs()
+
+    seen = []
+
+    def spawn_fails(*args):
+        seen.append(run_id in _live_runs())
+        raise OSError("no more processes")
+
+    monkeypatch.setattr(node_task, "spawn_child", spawn_fails)
+    with pytest.raises(OSError):
+        node_task._Node(plan, 0, [])
+    assert seen == [True] and run_id not in _live_runs()  # recorded before the spawn, forgotten after it failed
+
+
 def test_a_relaunch_kills_what_earlier_attempts_of_its_run_left_on_the_host_and_nothing_else():
     run_id = "20260101-000000-retry1"
     lost = _sleeper({"TFOS_RUN_ID": run_id, "TFOS_TASK": "chief:0", "TFOS_ATTEMPT": "0"})

@@ -127,22 +127,41 @@ class _Node:
         self.devices = visible_devices(self.gpus, os.environ.get("CUDA_VISIBLE_DEVICES"))
         self.workdir = tempfile.mkdtemp(prefix=f"tfos-{plan.run_id}-{task}-")
         self.result_path = os.path.join(self.workdir, "result.pkl")
-        self.proc, self.status_r, self.handoff, self.child_orders = spawn_child(plan, task, self.devices, self.workdir)
         self.pid_file = os.path.join(pid_dir(), f"{plan.run_id}-{task}.json")
+        self._record()  # first: a leftover scan (another run's cleanup) must never find the child unrecorded
+        try:
+            self.proc, self.status_r, self.handoff, self.child_orders = spawn_child(plan, task, self.devices,
+                                                                                    self.workdir)
+        except BaseException:
+            self._forget()
+            raise
+        self._record(pid=self.proc.pid, pgid=self.proc.pid)
         self.conn: channel.Connection | None = None
         self.orders: Orders | None = None
         self.output: ChildOutput | None = None
         self.reservation: socket.socket | None = None
         self.started, self.ended = threading.Event(), threading.Event()  # the child was told to go; it ended
 
+    def _record(self, **child: int) -> None:
+        """This node's record under ``pid_dir()`` (its run is live while this process is:
+        ``wire/orphans.py``), with its child's pid once there is one; replaced whole, so that a scan
+        never reads half of it."""
+        record = {"run_id": self.plan.run_id, "task": self.task, "role": node_name(self.role, self.index),
+                  "node_pid": os.getpid(), "started": time.time(), **child}
+        with open(self.pid_file + ".tmp", "w") as f:
+            json.dump(record, f)
+        os.replace(self.pid_file + ".tmp", self.pid_file)
+
+    def _forget(self) -> None:
+        try:
+            os.remove(self.pid_file)
+        except OSError as e:
+            log.debug("could not remove the pid record %s: %s", self.pid_file, e)
+
     def register(self, local_feed: LocalFeed | None) -> None:
-        """Record the child's pid, connect to the driver, hold a port for TensorFlow and register
-        with both; the child's output and the leftover report start flowing."""
+        """Connect to the driver, hold a port for TensorFlow and register with both; the child's
+        output and the leftover report start flowing."""
         plan, task = self.plan, self.task
-        with open(self.pid_file, "w") as f:
-            json.dump({"run_id": plan.run_id, "task": task, "role": node_name(self.role, self.index),
-                       "pid": self.proc.pid, "pgid": self.proc.pid, "node_pid": os.getpid(),
-                       "started": time.time()}, f)
         self.conn = conn = channel.connect(plan.server_host, plan.server_port, plan.secret)
         self.host = conn.sock.getsockname()[0]  # the address on which this executor reaches the driver
         if plan.serves_feed(task):
@@ -198,10 +217,7 @@ class _Node:
         if self.handoff is not None:
             self.handoff.close()
         self.child_orders.close()
-        try:
-            os.remove(self.pid_file)
-        except OSError as e:
-            log.debug("could not remove the pid record %s: %s", self.pid_file, e)
+        self._forget()
         shutil.rmtree(self.workdir, ignore_errors=True)
         if self.conn is not None:
             self.conn.close()
