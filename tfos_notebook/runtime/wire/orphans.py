@@ -2,7 +2,8 @@
 its own before it starts, the cleanup (``driver/cleanup.py``) every host of the cluster.
 
 Every node's processes carry ``TFOS_RUN_ID`` (and ``TFOS_TASK``) in their environment, and every
-node records its child under ``pid_dir()`` with its own pid. A process marked with a run whose
+node records its run under ``pid_dir()`` with its own pid before it starts its child (then adds the
+child's pid), so that no scan sees a child of a live node unrecorded. A process marked with a run whose
 nodes on this host are all gone is a leftover: it may still hold a GPU or a port and block the next
 run. Processes holding a GPU that are not ours at all are reported too, as foreign holders.
 """
