@@ -60,7 +60,7 @@ def _gpus_per_task(s: Snapshot, _: list[Finding]) -> list[Finding]:
 
 
 def _executors_pending(s: Snapshot, _: list[Finding]) -> list[Finding]:
-    if s.requested_tasks <= s.total_slots or not (s.awaiting_executors or s.executors_settling):
+    if s.requested_tasks <= s.total_slots or not s.slots_may_come:
         return []
     pending = s.executors_pending
     return [Finding(
@@ -81,7 +81,7 @@ def _executors_pending(s: Snapshot, _: list[Finding]) -> list[Finding]:
 
 
 def _not_enough_slots(s: Snapshot, _: list[Finding]) -> list[Finding]:
-    if s.requested_tasks <= s.total_slots or s.awaiting_executors or s.executors_settling:
+    if s.requested_tasks <= s.total_slots or s.slots_may_come:
         return []
     roles = f" ({', '.join(s.roles)})" if s.roles else ""
     return [Finding(

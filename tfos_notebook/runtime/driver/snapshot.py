@@ -117,6 +117,12 @@ class Snapshot:
         return bool(self.executors_pending) or bool(self.cores_pending) or (
             self.expected_executors is None and not self.executors and not self.total_slots and self.exact)
 
+    @property
+    def slots_may_come(self) -> bool:
+        """Whether a launch short of slots waits rather than being refused: executors are awaited,
+        or still settling."""
+        return self.awaiting_executors or self.executors_settling
+
 
 def executor_lines(s: Snapshot) -> tuple[str, ...]:
     """One evidence line per registered executor."""

@@ -193,20 +193,20 @@ class SparkBackend(ABC):
         manager tells: a standalone master's JSON (at ``spark.master.ui.port``) lists the other
         applications and their cores. Empty where it cannot tell (other cluster managers, the UI
         off or unreachable). Best effort, and up to a second: call it only while a launch waits."""
-        from .standalone import DEFAULT_UI_PORT, master_state, other_applications
+        from .standalone import master_state_of, other_applications
 
-        state = master_state(self.master, int(self.conf("spark.master.ui.port") or DEFAULT_UI_PORT))
+        state = master_state_of(self.master, self.conf)
         return () if state is None else other_applications(state, self.conf("spark.app.id") or "")
 
     def granted_cores(self) -> int | None:
         """The cores a standalone master granted this application: its executors' cores, registered
         or still starting. None elsewhere, or when the master's UI does not answer (then it is not
         asked again)."""
-        from .standalone import DEFAULT_UI_PORT, granted_cores, master_state
+        from .standalone import granted_cores, master_state_of
 
         if self._master_silent or not self.master.startswith("spark://"):
             return None
-        state = master_state(self.master, int(self.conf("spark.master.ui.port") or DEFAULT_UI_PORT))
+        state = master_state_of(self.master, self.conf)
         self._master_silent = state is None
         return None if state is None else granted_cores(state, self.conf("spark.app.id") or "")
 

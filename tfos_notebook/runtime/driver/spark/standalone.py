@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import urllib.request
+from collections.abc import Callable
 from urllib.parse import urlparse
 
 log = logging.getLogger(__name__)
@@ -39,6 +40,12 @@ def master_state(master: str, ui_port: int, timeout: float = MASTER_TIMEOUT) -> 
         if state.get("status", "ALIVE") == "ALIVE":
             return state
     return None
+
+
+def master_state_of(master: str, conf: Callable[[str], str | None]) -> dict | None:
+    """The JSON state of ``master`` as an application with the Spark settings ``conf`` reaches it:
+    its UI at ``spark.master.ui.port``. None for other masters, or when it does not answer."""
+    return master_state(master, int(conf("spark.master.ui.port") or DEFAULT_UI_PORT))
 
 
 def granted_cores(state: dict, own_app_id: str) -> int | None:

@@ -75,7 +75,6 @@ def _spec(tf, name: str, field: pa.Field, sample: pa.RecordBatch | None):
     while is_list_type(t):
         depth, t = depth + 1, t.value_type
     if sample is not None and sample.num_rows:
-
         arr = column_to_numpy(sample.column(sample.schema.get_field_index(name)), name)
         dims: list[int | None] = list(arr.shape[1:])
         dtype = tf.string if arr.dtype == object else tf.as_dtype(arr.dtype)
