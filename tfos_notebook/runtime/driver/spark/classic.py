@@ -75,8 +75,8 @@ class ClassicBackend(SparkBackend):
 
     def conf(self, key: str, default: str | None = None) -> str | None:
         if key not in self._conf:  # a running SparkContext's conf no longer changes: each key is read once
-            try:
-                self._conf[key] = self.sc.getConf().get(key)
+            try:  # in one gateway call: sc.getConf() copies every key into a new conf, a call each (0.2 s a launch)
+                self._conf[key] = self.sc._jsc.sc().conf().get(key, None)
             except Exception as e:  # the gateway refused it: treated as unset
                 log.debug("cannot read the conf %s: %s", key, e)
                 return default
