@@ -45,6 +45,7 @@ class ClassicBackend(SparkBackend):
     def __init__(self, sc: Any) -> None:
         self.sc = sc
         self._conf: dict[str, str | None] = {}
+        self._conf_copy: Any = None
         self._mapper: Any = None  # _json()'s, made on first use
 
     @classmethod
@@ -75,8 +76,10 @@ class ClassicBackend(SparkBackend):
 
     def conf(self, key: str, default: str | None = None) -> str | None:
         if key not in self._conf:  # a running SparkContext's conf no longer changes: each key is read once
-            try:  # in one gateway call: sc.getConf() copies every key into a new conf, a call each (0.2 s a launch)
-                self._conf[key] = self.sc._jsc.sc().conf().get(key, None)
+            try:  # from one copy: sc.getConf() copies every key into a new conf, a gateway call each
+                if self._conf_copy is None:
+                    self._conf_copy = self.sc.getConf()
+                self._conf[key] = self._conf_copy.get(key)
             except Exception as e:  # the gateway refused it: treated as unset
                 log.debug("cannot read the conf %s: %s", key, e)
                 return default
