@@ -7,9 +7,11 @@ NVML. Everything else (processes, environments, kills, Spark jobs) is real.
 
 from __future__ import annotations
 
+import glob
 import os
 import subprocess
 import sys
+import tempfile
 import time
 
 import psutil
@@ -83,9 +85,11 @@ def test_a_node_is_recorded_before_its_child_exists_so_a_concurrent_cleanup_leav
         raise OSError("no more processes")
 
     monkeypatch.setattr(node_task, "spawn_child", spawn_fails)
+    workdirs = set(glob.glob(os.path.join(tempfile.gettempdir(), f"tfos-{run_id}-0-*")))
     with pytest.raises(OSError):
         node_task._Node(plan, 0, [])
     assert seen == [True] and run_id not in _live_runs()  # recorded before the spawn, forgotten after it failed
+    assert set(glob.glob(os.path.join(tempfile.gettempdir(), f"tfos-{run_id}-0-*"))) == workdirs  # nor left its folder
 
 
 def test_a_relaunch_kills_what_earlier_attempts_of_its_run_left_on_the_host_and_nothing_else():

@@ -134,6 +134,7 @@ class _Node:
                                                                                     self.workdir)
         except BaseException:
             self._forget()
+            shutil.rmtree(self.workdir, ignore_errors=True)
             raise
         self._record(pid=self.proc.pid, pgid=self.proc.pid)
         self.conn: channel.Connection | None = None
