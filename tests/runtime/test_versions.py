@@ -12,6 +12,8 @@ from importlib import metadata
 
 import pytest
 
+from tfos_notebook.runtime.wire.versions import TENSORFLOW_DISTRIBUTIONS
+
 
 def _versions(extra_path: str = "") -> dict:
     code = textwrap.dedent(f"""
@@ -26,7 +28,7 @@ def _versions(extra_path: str = "") -> dict:
 
 
 def _installed_tensorflow() -> str:
-    for dist in ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tf-nightly"):
+    for dist in TENSORFLOW_DISTRIBUTIONS:  # searched the whole path, as the node no longer does
         try:
             return metadata.version(dist)
         except metadata.PackageNotFoundError:

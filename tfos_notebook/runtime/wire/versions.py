@@ -15,6 +15,11 @@ def tf_keras_installed() -> bool:
 
     return importlib.util.find_spec("tf_keras") is not None
 
+
+#: The distributions that install the ``tensorflow`` package, in the order they are looked for.
+TENSORFLOW_DISTRIBUTIONS = ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tf-nightly")
+
+
 def installed_versions() -> dict[str, str]:
     """This Python's version and the installed TensorFlow's (without importing it). The package is
     found as an import would find it, and its distribution (tensorflow, tensorflow-cpu, ...) only
@@ -24,12 +29,7 @@ def installed_versions() -> dict[str, str]:
     import importlib.util
     from importlib import metadata
 
-    tf = ""
     spec = importlib.util.find_spec("tensorflow")
     where = [os.path.dirname(p) for p in (spec.submodule_search_locations or ())] if spec else []
-    for dist in ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tf-nightly") if where else ():
-        found = next(iter(metadata.distributions(name=dist, path=where)), None)
-        if found is not None:
-            tf = found.version
-            break
-    return {"python": ".".join(map(str, sys.version_info[:3])), "tensorflow": tf}
+    found = next((d for name in TENSORFLOW_DISTRIBUTIONS for d in metadata.distributions(name=name, path=where)), None)
+    return {"python": ".".join(map(str, sys.version_info[:3])), "tensorflow": found.version if found else ""}
