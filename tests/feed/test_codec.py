@@ -162,7 +162,7 @@ def test_numpy_scalars_of_an_rdd_come_back_to_datafeed_as_numpy_scalars():
 
 
 def test_numbers_become_numpy_straight_from_the_arrow_buffer_as_pyarrow_would_make_them():
-    from tfos_notebook.runtime.wire.feed.codec import array_to_numpy, numpy_dtype
+    from tfos_notebook.runtime.wire.feed.numbers import array_to_numpy, numpy_dtype
 
     for typ in (pa.int8(), pa.uint16(), pa.int32(), pa.int64(), pa.float16(), pa.float32(), pa.float64()):
         whole = pa.array(np.arange(10).astype(numpy_dtype(typ)), type=typ)
@@ -200,3 +200,25 @@ print("pandas" in sys.modules)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
+
+
+def test_numbers_built_on_their_buffers_equal_pyarrows_own():
+    """numbers_array / plain_numbers build what pa.array would, and leave to it (None) whatever
+    they do not take whole: another dtype, a None, a bool, an int beyond int64."""
+    from tfos_notebook.runtime.wire.feed.numbers import numbers_array, plain_numbers
+
+    for typ in (pa.int8(), pa.int32(), pa.int64(), pa.uint16(), pa.float32(), pa.float64()):
+        values = np.arange(-3, 5).astype(np.dtype(typ.to_pandas_dtype()) if typ != pa.uint16() else np.uint16)
+        got = numbers_array(values[::2], typ)  # a strided view: copied contiguous
+        assert got is not None and got.equals(pa.array(values[::2], type=typ)), typ
+    assert numbers_array(np.arange(3, dtype=np.int32), pa.int64()) is None
+    assert numbers_array(np.arange(3, dtype=">f8"), pa.float64()) is None
+    assert numbers_array(np.zeros(3, bool), pa.bool_()) is None
+    assert plain_numbers([1, -2, 2**63 - 1], pa.int64()).equals(pa.array([1, -2, 2**63 - 1], pa.int64()))
+    assert plain_numbers([0.5, float("nan")], pa.float64()).to_pylist()[0] == 0.5
+    assert plain_numbers([], pa.int64()).equals(pa.array([], pa.int64()))
+    for values, typ in (([1, None], pa.int64()), ([True, 2], pa.int64()), ([2**63], pa.int64()),
+                        ([1, 2.0], pa.int64()), ([1.0, 2], pa.float64()), (["a"], pa.string()),
+                        ([np.int64(1)], pa.int64())):
+        assert plain_numbers(values, typ) is None, values
+    assert rows_to_batch([(1, 0.5), (2, 1.5)], schema_for_sample((1, 0.5))).column(0).type == pa.int64()

@@ -143,3 +143,34 @@ def test_rows_of_small_int_lists_decode_and_larger_ints_are_unpickled(serializer
         record = serializer.dumps([(odd, 1)])
         assert Decoder.of(schema).decode(record) is None, odd
         assert_same(records[:1] + [record] + records[1:2], serializer, schema)
+
+
+def test_a_node_task_turns_rows_into_arrow_without_importing_pandas(tmp_path):
+    """pyarrow's pa.array imports pandas: 0.2-0.4 s of a fresh Python worker's CPU before the
+    node's first batch, while its child starts on the same cores. Rows of float lists (read from
+    their pickles) and of numpy arrays (through rows_to_batch) become Arrow without it."""
+    import pickle
+    import subprocess
+    import sys
+
+    serializer = PickleSerializer()
+    lists = [([float(i)] * 784, i) for i in range(300)]
+    (tmp_path / "lists").write_bytes(pickle.dumps([serializer.dumps(lists[i:i + 100]) for i in range(0, 300, 100)]))
+    code = f"""
+import pickle, sys
+import numpy as np
+from pyspark.serializers import PickleSerializer
+from tfos_notebook.runtime.wire.feed.codec import batches_of_rows, schema_for_sample
+from tfos_notebook.runtime.wire.feed.pickled import dealt_batches
+records = pickle.loads(open({str(tmp_path / "lists")!r}, "rb").read())
+schema = schema_for_sample(([0.0] * 784, 0))
+got = list(dealt_batches(records, PickleSerializer(), schema, 1 << 20))
+assert sum(b.num_rows for b in got) == 300 and got[-1].column(1)[-1].as_py() == 299
+rows = [(np.full(784, i, np.float32), i) for i in range(300)]
+got = list(batches_of_rows(iter(rows), schema_for_sample(rows[0]), 1 << 20))
+assert sum(b.num_rows for b in got) == 300 and got[-1].column(0)[-1].values[0].as_py() == 299.0
+print("pandas" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"

@@ -28,7 +28,8 @@ import numpy as np
 import pyarrow as pa
 
 from ...wire.errors import FeedError
-from ...wire.feed.codec import batch_to_rows, column_to_numpy, is_list_type, numpy_dtype, python_column
+from ...wire.feed.codec import batch_to_rows, column_to_numpy, is_list_type, python_column
+from ...wire.feed.numbers import numpy_dtype
 from ...wire.feed.predictions import results_to_batch
 from .queue import Piece
 

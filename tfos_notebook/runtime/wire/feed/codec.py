@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import FeedError
+from .numbers import array_to_numpy, numbers_array, numpy_dtype, plain_numbers
 
 KIND_KEY = b"tfos.kind"
 # Field metadata: the column held numpy values, which come back as numpy values of the same dtype:
@@ -103,9 +104,12 @@ def nested_from_ndarray(arr: np.ndarray, typ: pa.DataType) -> pa.Array:
     leaf = typ
     while pa.types.is_list(leaf):
         leaf = leaf.value_type
-    out: pa.Array = pa.array(arr.reshape(-1), type=leaf)
+    flat = arr.reshape(-1)
+    out = numbers_array(flat, leaf)
+    if out is None:
+        out = pa.array(flat, type=leaf)
     for dim in reversed(arr.shape[1:]):
-        offsets = pa.array(np.arange(0, len(out) + 1, dim, dtype=np.int32))
+        offsets = numbers_array(np.arange(0, len(out) + 1, dim, dtype=np.int32), pa.int32())
         out = pa.ListArray.from_arrays(offsets, out)
     return out
 
@@ -117,6 +121,9 @@ def _column(values: list, field: pa.Field) -> pa.Array:
         if len(shapes) == 1 and all(v.dtype != object for v in values):
             return nested_from_ndarray(np.stack(values), typ)
         values = [v.tolist() if v.ndim > 1 else v for v in values]
+    plain = plain_numbers(values, typ)
+    if plain is not None:
+        return plain
     try:
         return pa.array(values, type=typ)
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as e:
@@ -170,30 +177,6 @@ def slices(batch: pa.RecordBatch, max_bytes: int) -> Iterator[pa.RecordBatch]:
 
 
 # -- Arrow -> numpy / Python (node side) -------------------------------------------------------
-# pyarrow's own to_numpy and to_pandas_dtype import pandas, which costs a node's process 0.2-0.4 s
-# before its first batch; numbers are read straight from the Arrow buffer instead.
-def numpy_dtype(typ: pa.DataType) -> np.dtype:
-    """The numpy dtype of an Arrow number or boolean type."""
-    if pa.types.is_boolean(typ):
-        return np.dtype(bool)
-    if pa.types.is_floating(typ) or pa.types.is_integer(typ):
-        kind = "f" if pa.types.is_floating(typ) else "i" if pa.types.is_signed_integer(typ) else "u"
-        return np.dtype(f"{kind}{typ.bit_width // 8}")
-    return np.dtype(typ.to_pandas_dtype())
-
-
-def array_to_numpy(arr: pa.Array) -> np.ndarray:
-    """A flat Arrow array as numpy: numbers without nulls zero-copy from its buffer (read-only,
-    as pyarrow's own zero-copy conversion), anything else through pyarrow."""
-    typ = arr.type
-    if arr.null_count or not (pa.types.is_floating(typ) or pa.types.is_integer(typ)):
-        return arr.to_numpy(zero_copy_only=False)
-    dtype = numpy_dtype(typ)
-    if not len(arr):
-        return np.empty(0, dtype)
-    return np.frombuffer(arr.buffers()[1], dtype, count=len(arr), offset=arr.offset * dtype.itemsize)
-
-
 def column_to_numpy(col: pa.Array, name: str) -> np.ndarray:
     """One column as a numpy array; lists of equal length become extra dimensions
     (``array<array<float>>`` of 28x28 images -> shape ``(n, 28, 28)``)."""

@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from .codec import NDARRAY_KEY, batches_of_rows, row_kind
+from .numbers import numbers_array, plain_numbers
 from .stage import dealt_rows
 
 # Pickle opcodes (the ``pickle`` module's names).
@@ -155,6 +156,7 @@ class Decoder:
     def _batch(self, held: list[_Chunk], schema: pa.Schema) -> pa.RecordBatch:
         arrays = []
         for column, code in enumerate(self.codes):
+            typ = schema.field(column).type
             if code in RUNS:
                 lengths = [n for chunk in held for n in chunk.lengths[column]]
                 offsets = np.zeros(len(lengths) + 1, dtype=np.int32)
@@ -162,10 +164,12 @@ class Decoder:
                 runs = [run for chunk in held for run in chunk.values[column]]
                 dtype = RUNS[code][2]
                 values = np.concatenate(runs, dtype=dtype) if runs else np.empty(0, dtype)
-                arrays.append(pa.ListArray.from_arrays(pa.array(offsets), pa.array(values), type=schema.field(column).type))
+                arrays.append(pa.ListArray.from_arrays(numbers_array(offsets, pa.int32()),
+                                                       numbers_array(values, typ.value_type), type=typ))
             else:
                 values = [v for chunk in held for v in chunk.scalars[column]]
-                arrays.append(pa.array(values, type=schema.field(column).type))
+                plain = plain_numbers(values, typ)
+                arrays.append(plain if plain is not None else pa.array(values, type=typ))
         return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
