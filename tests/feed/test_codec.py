@@ -162,7 +162,7 @@ def test_numpy_scalars_of_an_rdd_come_back_to_datafeed_as_numpy_scalars():
 
 
 def test_numbers_become_numpy_straight_from_the_arrow_buffer_as_pyarrow_would_make_them():
-    from tfos_notebook.runtime.wire.feed.numbers import array_to_numpy, numpy_dtype
+    from tfos_notebook.runtime.wire.feed.buffers import array_to_numpy, numpy_dtype
 
     for typ in (pa.int8(), pa.uint16(), pa.int32(), pa.int64(), pa.float16(), pa.float32(), pa.float64()):
         whole = pa.array(np.arange(10).astype(numpy_dtype(typ)), type=typ)
@@ -203,9 +203,9 @@ print("pandas" in sys.modules)
 
 
 def test_numbers_built_on_their_buffers_equal_pyarrows_own():
-    """numbers_array / plain_numbers build what pa.array would, and leave to it (None) whatever
-    they do not take whole: another dtype, a None, a bool, an int beyond int64."""
-    from tfos_notebook.runtime.wire.feed.numbers import numbers_array, plain_numbers
+    """numbers_array / plain_numbers / binary_array build what pa.array would; the first two leave
+    to it (None) whatever they do not take whole: another dtype, a None, a bool, an int beyond int64."""
+    from tfos_notebook.runtime.wire.feed.buffers import binary_array, numbers_array, plain_numbers
 
     for typ in (pa.int8(), pa.int32(), pa.int64(), pa.uint16(), pa.float32(), pa.float64()):
         values = np.arange(-3, 5).astype(np.dtype(typ.to_pandas_dtype()) if typ != pa.uint16() else np.uint16)
@@ -222,3 +222,5 @@ def test_numbers_built_on_their_buffers_equal_pyarrows_own():
                         ([np.int64(1)], pa.int64())):
         assert plain_numbers(values, typ) is None, values
     assert rows_to_batch([(1, 0.5), (2, 1.5)], schema_for_sample((1, 0.5))).column(0).type == pa.int64()
+    for values in ([], [b""], [b"a", b"", b"\x00bc" * 1000]):
+        assert binary_array(values).equals(pa.array(values, pa.binary()))

@@ -148,7 +148,8 @@ def test_rows_of_small_int_lists_decode_and_larger_ints_are_unpickled(serializer
 def test_a_node_task_turns_rows_into_arrow_without_importing_pandas(tmp_path):
     """pyarrow's pa.array imports pandas: 0.2-0.4 s of a fresh Python worker's CPU before the
     node's first batch, while its child starts on the same cores. Rows of float lists (read from
-    their pickles) and of numpy arrays (through rows_to_batch) become Arrow without it."""
+    their pickles) and of numpy arrays (through rows_to_batch) become Arrow without it, and so
+    does a DataFrame node task's summary."""
     import pickle
     import subprocess
     import sys
@@ -169,6 +170,9 @@ assert sum(b.num_rows for b in got) == 300 and got[-1].column(1)[-1].as_py() == 
 rows = [(np.full(784, i, np.float32), i) for i in range(300)]
 got = list(batches_of_rows(iter(rows), schema_for_sample(rows[0]), 1 << 20))
 assert sum(b.num_rows for b in got) == 300 and got[-1].column(0)[-1].values[0].as_py() == 299.0
+from tfos_notebook.runtime.node.feed.instage_task import _task_output
+(out,) = _task_output("df", 3, {{"task": 3, "rows_per_epoch": [300]}})
+assert out.column(0)[0].as_py() == 3 and out.column(1)[0].as_py() == b'{{"task": 3, "rows_per_epoch": [300]}}'
 print("pandas" in sys.modules)
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

@@ -28,8 +28,8 @@ import numpy as np
 import pyarrow as pa
 
 from ...wire.errors import FeedError
+from ...wire.feed.buffers import numpy_dtype
 from ...wire.feed.codec import batch_to_rows, column_to_numpy, is_list_type, python_column
-from ...wire.feed.numbers import numpy_dtype
 from ...wire.feed.predictions import results_to_batch
 from .queue import Piece
 

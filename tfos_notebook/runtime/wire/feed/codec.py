@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import FeedError
-from .numbers import array_to_numpy, numbers_array, numpy_dtype, plain_numbers
+from .buffers import array_to_numpy, numbers_array, numpy_dtype, plain_numbers
 
 KIND_KEY = b"tfos.kind"
 # Field metadata: the column held numpy values, which come back as numpy values of the same dtype:

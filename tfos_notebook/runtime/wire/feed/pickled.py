@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from .buffers import numbers_array, plain_numbers
 from .codec import NDARRAY_KEY, batches_of_rows, row_kind
-from .numbers import numbers_array, plain_numbers
 from .stage import dealt_rows
 
 # Pickle opcodes (the ``pickle`` module's names).

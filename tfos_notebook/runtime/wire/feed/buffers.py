@@ -1,12 +1,13 @@
-"""Columns of numbers between numpy and Arrow, without pyarrow's pandas shim.
+"""Arrow columns built on, and read from, their buffers, without pyarrow's pandas shim.
 
-pyarrow's ``pa.array`` (of a numpy array or of a Python list), ``Array.to_numpy`` and
-``DataType.to_pandas_dtype`` import pandas on their first call: 0.2-0.4 s of CPU in a process that
-has not imported it yet. Two such processes wait on it at a node's start: the node's child before
-it reads its first batch, and the node's Spark task (a fresh Python worker on an RDD's path; a
-DataFrame's worker imports pandas itself) before it sends its first, both while the node's other
-processes start on the same cores. Numbers without nulls are read from, and built on, their
-Arrow buffers instead; anything else goes through pyarrow.
+pyarrow's ``pa.array`` (of a numpy array or of a Python list), ``pa.scalar``, ``Array.to_numpy``,
+``DataType.to_pandas_dtype`` and ``RecordBatch.from_pylist`` import pandas on their first call:
+0.2-0.4 s of CPU in a process that has not imported it yet. A node has two such processes: its
+child, which reads the batches (before its first step), and its Spark task, a fresh Python worker
+that makes the batches of an RDD's rows (before it sends the first) and its own output (as it
+returns); each while the node's other processes run on the same cores. Numbers without nulls and
+bytes are built on, and numbers read from, their Arrow buffers instead; anything else goes
+through pyarrow.
 """
 
 from __future__ import annotations
@@ -60,3 +61,10 @@ def plain_numbers(values: list, typ: pa.DataType) -> pa.Array | None:
         return numbers_array(np.array(values, numpy_dtype(typ)), typ)
     except OverflowError:
         return None
+
+
+def binary_array(values: list[bytes]) -> pa.Array:
+    """``values`` as an Arrow binary array (no nulls)."""
+    offsets = np.zeros(len(values) + 1, np.int32)
+    np.cumsum([len(v) for v in values], out=offsets[1:])
+    return pa.Array.from_buffers(pa.binary(), len(values), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(values))])
