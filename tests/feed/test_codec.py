@@ -203,24 +203,32 @@ print("pandas" in sys.modules)
 
 
 def test_numbers_built_on_their_buffers_equal_pyarrows_own():
-    """numbers_array / plain_numbers / binary_array build what pa.array would; the first two leave
-    to it (None) whatever they do not take whole: another dtype, a None, a bool, an int beyond int64."""
-    from tfos_notebook.runtime.wire.feed.buffers import binary_array, numbers_array, plain_numbers
+    """numbers_array / values_array / binary_array build what pa.array would: on a buffer what they
+    take whole, and whatever they do not (another dtype, a None, a bool, an int out of range) through
+    pa.array itself, with its result or its error."""
+    from tfos_notebook.runtime.wire.feed.buffers import binary_array, numbers_array, values_array
+
+    def same_as_pyarrow(build, values, typ):
+        try:
+            want = pa.array(values, type=typ)
+        except (pa.ArrowException, OverflowError, TypeError, ValueError) as e:
+            with pytest.raises(type(e)):
+                build(values, typ)
+            return
+        assert build(values, typ).equals(want), (values, typ)
 
     for typ in (pa.int8(), pa.int32(), pa.int64(), pa.uint16(), pa.float32(), pa.float64()):
         values = np.arange(-3, 5).astype(np.dtype(typ.to_pandas_dtype()) if typ != pa.uint16() else np.uint16)
-        got = numbers_array(values[::2], typ)  # a strided view: copied contiguous
-        assert got is not None and got.equals(pa.array(values[::2], type=typ)), typ
-    assert numbers_array(np.arange(3, dtype=np.int32), pa.int64()) is None
-    assert numbers_array(np.arange(3, dtype=">f8"), pa.float64()) is None
-    assert numbers_array(np.zeros(3, bool), pa.bool_()) is None
-    assert plain_numbers([1, -2, 2**63 - 1], pa.int64()).equals(pa.array([1, -2, 2**63 - 1], pa.int64()))
-    assert plain_numbers([0.5, float("nan")], pa.float64()).to_pylist()[0] == 0.5
-    assert plain_numbers([], pa.int64()).equals(pa.array([], pa.int64()))
-    for values, typ in (([1, None], pa.int64()), ([True, 2], pa.int64()), ([2**63], pa.int64()),
-                        ([1, 2.0], pa.int64()), ([1.0, 2], pa.float64()), (["a"], pa.string()),
-                        ([np.int64(1)], pa.int64())):
-        assert plain_numbers(values, typ) is None, values
+        same_as_pyarrow(numbers_array, values[::2], typ)  # a strided view: copied contiguous
+    for values, typ in ((np.arange(3, dtype=np.int32), pa.int64()), (np.arange(3, dtype=">f8"), pa.float64()),
+                        (np.zeros(3, bool), pa.bool_())):
+        same_as_pyarrow(numbers_array, values, typ)
+    for values, typ in (([1, -2, 2**63 - 1], pa.int64()), ([0.5, 2.0], pa.float64()), ([], pa.int64()),
+                        ([7, -7], pa.int32()), ([1, None], pa.int64()), ([True, 2], pa.int64()),
+                        ([2**63], pa.int64()), ([2**31], pa.int32()), ([-1], pa.uint32()), ([1, 2.0], pa.int64()),
+                        ([1.0, 2], pa.float64()), (["a"], pa.string()), ([np.int64(1)], pa.int64())):
+        same_as_pyarrow(values_array, values, typ)
+    assert np.isnan(values_array([float("nan")], pa.float64()).to_pylist()[0])
     assert rows_to_batch([(1, 0.5), (2, 1.5)], schema_for_sample((1, 0.5))).column(0).type == pa.int64()
     for values in ([], [b""], [b"a", b"", b"\x00bc" * 1000]):
         assert binary_array(values).equals(pa.array(values, pa.binary()))

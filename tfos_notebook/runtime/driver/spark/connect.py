@@ -223,14 +223,13 @@ class PackedBarrierTask:
         self.fn = fn
 
     def __call__(self, batches: Iterator) -> Iterator:
-        import numpy as np
         import pyarrow as pa
 
-        from ...wire.feed.buffers import binary_array, numbers_array  # not pa.array: it imports pandas
+        from ...wire.feed.buffers import binary_array, values_array  # not pa.array: it imports pandas
 
         for _ in batches:
             pass
         part, gpus = barrier_task_context()
         summary = msgpack.packb(self.fn(part, gpus))
-        yield pa.RecordBatch.from_arrays([numbers_array(np.array([part], np.int32), pa.int32()), binary_array([summary])],
+        yield pa.RecordBatch.from_arrays([values_array([part], pa.int32()), binary_array([summary])],
                                          names=["part", "summary"])

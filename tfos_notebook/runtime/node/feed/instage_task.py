@@ -14,12 +14,11 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 
 from ...wire import channel
 from ...wire.errors import FeedError
-from ...wire.feed.buffers import binary_array, numbers_array
+from ...wire.feed.buffers import binary_array, values_array
 from ...wire.feed.codec import batch_bytes, batches_of_rows
 from ...wire.feed.pickled import dealt_batches
 from ...wire.feed.predictions import result_values
@@ -170,5 +169,5 @@ def _task_output(kind: str, task: int, out: Any) -> Iterator:
         yield from (out if isinstance(out, list) else [out])
         return
     payload = json.dumps(out).encode() if isinstance(out, dict) else out
-    yield pa.RecordBatch.from_arrays([numbers_array(np.array([task], np.int32), pa.int32()), binary_array([payload])],
+    yield pa.RecordBatch.from_arrays([values_array([task], pa.int32()), binary_array([payload])],
                                      schema=OUTPUT_SCHEMA)

@@ -15,9 +15,6 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-# The Python type of each value in a column that numpy can take whole (bool is an int: excluded).
-_PLAIN = {"int64": int, "double": float}
-
 
 def numpy_dtype(typ: pa.DataType) -> np.dtype:
     """The numpy dtype of an Arrow number or boolean type."""
@@ -41,26 +38,27 @@ def array_to_numpy(arr: pa.Array) -> np.ndarray:
     return np.frombuffer(arr.buffers()[1], dtype, count=len(arr), offset=arr.offset * dtype.itemsize)
 
 
-def numbers_array(values: np.ndarray, typ: pa.DataType) -> pa.Array | None:
-    """A 1-d numpy array of ``typ``'s own dtype (``typ`` an Arrow integer or floating type) as an
-    Arrow array on the same buffer; None where they differ, for the caller to ask pyarrow, which
-    converts or names the mismatch."""
-    if not (pa.types.is_floating(typ) or pa.types.is_integer(typ)) or values.dtype != numpy_dtype(typ):
-        return None
-    values = np.ascontiguousarray(values)
-    return pa.Array.from_buffers(typ, len(values), [None, pa.py_buffer(values)])
+def numbers_array(values: np.ndarray, typ: pa.DataType) -> pa.Array:
+    """A 1-d numpy array as an Arrow array of ``typ``: on the same buffer where ``typ`` is an Arrow
+    integer or floating type of the array's own dtype, else through pyarrow, which converts it or
+    names the mismatch."""
+    if (pa.types.is_floating(typ) or pa.types.is_integer(typ)) and values.dtype == numpy_dtype(typ):
+        values = np.ascontiguousarray(values)
+        return pa.Array.from_buffers(typ, len(values), [None, pa.py_buffer(values)])
+    return pa.array(values, type=typ)
 
 
-def plain_numbers(values: list, typ: pa.DataType) -> pa.Array | None:
-    """A list of Python ints for an ``int64`` column, or of floats for a ``double`` one, as an
-    Arrow array; None for anything else (a None, a bool, an int beyond int64, another type)."""
-    kind = _PLAIN.get(str(typ))
-    if kind is None or not all(type(v) is kind for v in values):
-        return None
-    try:
-        return numbers_array(np.array(values, numpy_dtype(typ)), typ)
-    except OverflowError:
-        return None
+def values_array(values: list, typ: pa.DataType) -> pa.Array:
+    """A list of Python values as an Arrow array of ``typ``: Python ints for an integer type, or
+    floats for ``double``, through numpy onto a buffer; anything else (a None, a bool, an int out
+    of the type's range, another type) through pyarrow, which converts it or names the mismatch."""
+    kind = int if pa.types.is_integer(typ) else float if pa.types.is_float64(typ) else None
+    if kind is not None and all(type(v) is kind for v in values):  # bool is an int: not taken
+        try:
+            return numbers_array(np.array(values, numpy_dtype(typ)), typ)
+        except OverflowError:  # pyarrow's own error names it
+            pass
+    return pa.array(values, type=typ)
 
 
 def binary_array(values: list[bytes]) -> pa.Array:

@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import FeedError
-from .buffers import array_to_numpy, numbers_array, numpy_dtype, plain_numbers
+from .buffers import array_to_numpy, numbers_array, numpy_dtype, values_array
 
 KIND_KEY = b"tfos.kind"
 # Field metadata: the column held numpy values, which come back as numpy values of the same dtype:
@@ -104,10 +104,7 @@ def nested_from_ndarray(arr: np.ndarray, typ: pa.DataType) -> pa.Array:
     leaf = typ
     while pa.types.is_list(leaf):
         leaf = leaf.value_type
-    flat = arr.reshape(-1)
-    out = numbers_array(flat, leaf)
-    if out is None:
-        out = pa.array(flat, type=leaf)
+    out = numbers_array(arr.reshape(-1), leaf)
     for dim in reversed(arr.shape[1:]):
         offsets = numbers_array(np.arange(0, len(out) + 1, dim, dtype=np.int32), pa.int32())
         out = pa.ListArray.from_arrays(offsets, out)
@@ -121,11 +118,8 @@ def _column(values: list, field: pa.Field) -> pa.Array:
         if len(shapes) == 1 and all(v.dtype != object for v in values):
             return nested_from_ndarray(np.stack(values), typ)
         values = [v.tolist() if v.ndim > 1 else v for v in values]
-    plain = plain_numbers(values, typ)
-    if plain is not None:
-        return plain
     try:
-        return pa.array(values, type=typ)
+        return values_array(values, typ)
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as e:
         raise FeedError(f"column {field.name!r} does not match the first row's type {typ}: {e}. Every row "
                         "must have the same types; convert them in Spark first") from e

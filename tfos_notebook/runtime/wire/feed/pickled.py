@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from .buffers import numbers_array, plain_numbers
+from .buffers import numbers_array, values_array
 from .codec import NDARRAY_KEY, batches_of_rows, row_kind
 from .stage import dealt_rows
 
@@ -168,8 +168,7 @@ class Decoder:
                                                        numbers_array(values, typ.value_type), type=typ))
             else:
                 values = [v for chunk in held for v in chunk.scalars[column]]
-                plain = plain_numbers(values, typ)
-                arrays.append(plain if plain is not None else pa.array(values, type=typ))
+                arrays.append(values_array(values, typ))
         return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
