@@ -9,6 +9,8 @@ that Spark assigns them and each node sees only its own.
 
 from __future__ import annotations
 
+import collections
+
 import pytest
 
 from tfos_notebook import InputMode, Run, TFCluster
@@ -125,6 +127,21 @@ def test_partitions_that_split_evenly_are_gathered_to_the_nodes_without_a_shuffl
     cached.unpersist()
 
 
+def test_cached_blocks_are_grouped_by_the_executor_that_holds_them():
+    from tfos_notebook.runtime.driver.spark.gather import CachedBlocks, executor_groups, fits_in_memory
+
+    placed = {0: "1", 1: "2", 2: "1", 3: "2", 4: "1", 5: "2", 6: "1", 7: "2"}
+    assert executor_groups(placed, 8, 2) == [[0, 2, 4, 6], [1, 3, 5, 7]]
+    assert executor_groups(placed, 8, 4) == [[0, 2], [4, 6], [1, 3], [5, 7]]  # two nodes per executor
+    assert executor_groups({**placed, 7: "1"}, 8, 2) is None  # 5 and 3 blocks: no even groups
+    assert executor_groups({k: v for k, v in placed.items() if k != 3}, 8, 2) is None  # one not cached
+    assert executor_groups(placed, 8, 3) is None  # 8 partitions do not split over 3 nodes
+    sizes = dict.fromkeys(placed, 100)
+    assert fits_in_memory(CachedBlocks(placed, sizes, {"1": 800, "2": 800}))  # 400 bytes each, twice over
+    assert not fits_in_memory(CachedBlocks(placed, sizes, {"1": 800, "2": 799}))
+    assert not fits_in_memory(CachedBlocks(placed, sizes, {"1": 800}))  # an executor the store does not know
+
+
 def test_partitions_that_do_not_split_evenly_are_dealt_by_a_shuffle(local_spark):
     sc = local_spark.sparkContext
     run = Run(local_spark, nodes.datafeed_ids, {}, 2, input_mode="spark").start(
@@ -207,15 +224,66 @@ def test_tfos_layout_with_a_gpu_per_task_feeds_each_node_on_its_own_gpu(standalo
 
 
 @pytest.mark.cluster
-@pytest.mark.parametrize("partitions,how", [(3, "shuffle"), (4, "gathered")])
-def test_tfos_program_runs_on_the_standalone_tfos_layout(standalone, partitions, how):
-    """Each node's task on its own executor: the dealt or gathered rows cross executors."""
+@pytest.mark.parametrize("partitions,cached,how", [(3, False, "shuffle"), (4, False, "gathered"),
+                                                   (4, True, "gathered")])
+def test_tfos_program_runs_on_the_standalone_tfos_layout(standalone, partitions, cached, how):
+    """Each node's task on its own executor: the dealt or gathered rows cross executors (or, cached,
+    each node gathers one executor's blocks, in its memory)."""
     sc = standalone.sparkContext
+    data = sc.parallelize([(i,) for i in range(300)], partitions)
+    if cached:
+        data = evenly_cached(data.map(lambda row: row))
     cluster = TFCluster.run(sc, nodes.datafeed_ids, {"batch": 50}, num_executors=2, input_mode=InputMode.SPARK,
                             preflight_wait=5)
     assert cluster.in_stage
-    cluster.train(sc.parallelize([(i,) for i in range(300)], partitions), num_epochs=3)
+    stored = {info.id() for info in sc._jsc.sc().getRDDStorageInfo()}
+    cluster.train(data, num_epochs=3)
     cluster.shutdown()
     ids = sorted(i for values in cluster.run_handle.results.values() for i in values)
     assert ids == sorted(list(range(300)) * 3)
     assert how in cluster.run_handle.events.events(FeedPlanned)[0].detail
+    assert {info.id() for info in sc._jsc.sc().getRDDStorageInfo()} <= stored  # the copy let go of
+    if cached:
+        data.unpersist()
+
+
+def block_executors(sc, rdd) -> dict[int, str]:
+    """The executor holding each cached partition of ``rdd``, as the status store has them."""
+    convert = sc._jvm.scala.jdk.javaapi.CollectionConverters
+    blocks = convert.asJava(sc._jsc.sc().statusStore().rdd(rdd.id()).partitions().get())
+    return {int(b.blockName().rsplit("_", 1)[1]): convert.asJava(b.executors())[0] for b in blocks}
+
+
+def evenly_cached(rdd):
+    """``rdd`` cached with as many partitions on each of the two executors (cached again until
+    Spark's scheduler placed them so)."""
+    for _ in range(10):
+        rdd.cache().count()
+        if sorted(collections.Counter(block_executors(rdd.context, rdd).values()).values()) == [2, 2]:
+            return rdd
+        rdd.unpersist(blocking=True)
+    pytest.fail("Spark never placed the cached partitions two on each executor")
+
+
+@pytest.mark.cluster
+def test_cached_partitions_are_gathered_from_their_own_executor_into_its_memory(standalone):
+    from tfos_notebook.runtime.driver.feed.data import pickled_batches
+    from tfos_notebook.runtime.driver.spark import ClassicBackend
+
+    sc = standalone.sparkContext
+    data = evenly_cached(sc.parallelize(range(400), 4).map(lambda i: (i,)))
+    placed = block_executors(sc, data)
+    batches = pickled_batches(data)[0]
+    gathered = ClassicBackend.of(sc).gather(batches, 2)
+    level = gathered.getStorageLevel()
+    assert level.useMemory and level.deserialized  # the JVM's byte arrays, kept in memory
+    groups = [list(p.parentsIndices()) for p in gathered._jrdd.rdd().partitions()]
+    assert sorted(sum(groups, [])) == [0, 1, 2, 3] and all(len({placed[i] for i in g}) == 1 for g in groups)
+    assert gathered.count() == batches.count()  # the job that writes the copy: every pickled batch in it
+    stored = {info.id(): info for info in sc._jsc.sc().getRDDStorageInfo()}
+    assert stored[gathered.id()].memSize() > 0 and stored[gathered.id()].diskSize() == 0
+    gathered.unpersist()
+    data.unpersist()
+    # no cached blocks (or, likewise, too little free storage memory): Spark's coalescer, on disk
+    level = ClassicBackend.of(sc).gather(pickled_batches(sc.parallelize(range(400), 4))[0], 2).getStorageLevel()
+    assert (level.useDisk, level.useMemory) == (True, False)

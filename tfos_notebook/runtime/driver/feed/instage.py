@@ -109,12 +109,14 @@ def spread(data: Any, roles: list[tuple[str, int]], partitions: int | None = Non
 class Gathered:
     """An RDD's partitions gathered into one per node with no shuffle: Spark's ``coalesce`` (in
     the JVM) hands each node whole partitions, as PySpark's pickled batches. A barrier stage may
-    not span RDDs of other partition counts than its own, so each attempt first writes the
-    gathered partitions to the executors' local disks (``localCheckpoint`` at ``DISK_ONLY``: one
-    job, in the JVM alone when Spark holds the data, cached or from ``parallelize``; memory stays
-    flat and the user's cached blocks are not evicted), which cuts that lineage, and the barrier
-    stage reads them. About 3x cheaper than dealing the rows through a shuffle (Python on the map
-    side, serialization and compression, a fetch). Whole partitions are only as even as the
+    not span RDDs of other partition counts than its own, so each attempt first copies the
+    gathered partitions into a local checkpoint (one job, in the JVM alone when Spark holds the
+    data, cached or from ``parallelize``), which cuts that lineage, and the barrier stage reads
+    them. Where the RDD is cached, each node gets the blocks of one executor, and the copy stays in
+    that executor's memory when its free storage memory holds it twice over; otherwise it goes to
+    the executors' local disks (see ``spark/gather.py``): either way the user's cached blocks are
+    not evicted for it. About 3x cheaper than dealing the rows through a shuffle (Python on the
+    map side, serialization and compression, a fetch). Whole partitions are only as even as the
     partitions are, so this is taken only when they split evenly over the nodes (``even``). A lost
     executor takes its blocks with it: every attempt gathers again (``attempt``), and lets go of
     its copy when its stage ends."""
@@ -130,16 +132,11 @@ class Gathered:
         return len(set(groups)) == 1
 
     @contextmanager
-    def attempt(self) -> Iterator[Any]:
-        """The gathered RDD of one partition per node (its records: pickled batches of rows), on
-        disk until the block ends."""
-        from pyspark import RDD, StorageLevel
-        from pyspark.serializers import NoOpSerializer
-
-        gathered = RDD(self.batches._jrdd.coalesce(self.n, False), self.batches.context, NoOpSerializer())
-        gathered.persist(StorageLevel.DISK_ONLY)
+    def attempt(self, backend: Any) -> Iterator[Any]:
+        """The gathered RDD of one partition per node (its records: pickled batches of rows),
+        copied until the block ends."""
+        gathered = backend.gather(self.batches, self.n)
         try:
-            gathered._jrdd.rdd().localCheckpoint()
             gathered._jrdd.count()  # writes the checkpoint
             yield gathered
         finally:
@@ -147,10 +144,10 @@ class Gathered:
 
 
 @contextmanager
-def _stage_data(spread: Any) -> Iterator[Any]:
+def _stage_data(spread: Any, backend: Any) -> Iterator[Any]:
     """What one attempt's barrier stage runs over (a ``Gathered`` RDD gathered for that attempt)."""
     if isinstance(spread, Gathered):
-        with spread.attempt() as gathered:
+        with spread.attempt(backend) as gathered:
             yield gathered
     else:
         yield spread
@@ -221,7 +218,7 @@ class InStageFeed:
 
     def run_stage(self, backend, plan: NodePlan) -> None:
         """The barrier stage over the spread data (the body of each attempt's Spark job)."""
-        with _stage_data(self.spread) as data:
+        with _stage_data(self.spread, backend) as data:
             outputs = backend.barrier_over(data, plan.fed, OUTPUT_DDL)
         self.summaries, self.batches = collect_outputs(self.spec.kind, outputs)
 

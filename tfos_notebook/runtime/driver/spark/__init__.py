@@ -10,7 +10,6 @@ from .backend import (
     ClusterView,
     DataBarrierFn,
     ExecutorInfo,
-    HadoopFileSystem,
     SparkBackend,
     SparkJob,
     is_connect,
@@ -18,6 +17,7 @@ from .backend import (
 from .classic import ClassicBackend
 from .connect import ConnectBackend, DriverUnreachable
 from .errors import error_summary
+from .hadoopfs import HadoopFileSystem
 
 __all__ = ["BarrierFn", "ClassicBackend", "ClusterView", "ConnectBackend", "DataBarrierFn", "DriverUnreachable",
            "ExecutorInfo", "HadoopFileSystem", "SparkBackend", "SparkJob", "active_backend", "active_session",

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from .databricks import DatabricksContext, read_context
+from .hadoopfs import HadoopFileSystem
 
 log = logging.getLogger(__name__)
 
@@ -68,19 +69,6 @@ class ClusterView:
     def free_slots(self) -> int:
         """Slots no other job of this application holds now (a barrier gang needs all its own at once)."""
         return max(0, self.total_slots - self.busy_slots)
-
-
-class HadoopFileSystem(ABC):
-    """A directory tree on a Hadoop filesystem (``hdfs://``, ``dbfs:/``, ``s3a://``...) read with the
-    cluster's own configuration and credentials."""
-
-    @abstractmethod
-    def list_sizes(self) -> dict[str, int]:
-        """``{relative path: size}`` of every file below the root (checksum side files excluded)."""
-
-    @abstractmethod
-    def read(self, relpath: str, offset: int, length: int) -> bytes:
-        """Up to ``length`` bytes of ``relpath`` from ``offset``."""
 
 
 class SparkJob(Generic[T]):
@@ -262,6 +250,12 @@ class SparkBackend(ABC):
         """How many partitions ``data`` (an RDD or DataFrame) has, where that is known without
         running a Spark job; None where it is not (here: always)."""
         return None
+
+    def gather(self, rdd: Any, n: int) -> Any:
+        """``rdd`` (of pickled batches) coalesced into ``n`` partitions with no shuffle and marked
+        for a local checkpoint, which the first job computing it writes, in the executors' memory
+        or on their disks (its storage level says which). Only a backend with RDDs has it."""
+        raise NotImplementedError(f"{type(self).__name__} has no RDDs to gather")
 
     # -- storage -----------------------------------------------------------------------------
     @abstractmethod

@@ -1,16 +1,16 @@
 """The Spark backend on a SparkContext (a classic session: local, standalone, YARN, Kubernetes,
 Databricks single-user clusters).
 
-This module is the only one in the package that reaches into the SparkContext's JVM: the status
-store (executors, failed task attempts), the scheduler's free slots, job groups and the Hadoop
-configuration and filesystems.
+This module (with ``gather.py``, an RDD's partitions gathered where its blocks are, and
+``hadoopfs.py``, the Hadoop filesystems) is the only one in the package that reaches into the
+SparkContext's JVM: the status store (executors, failed task attempts), the scheduler's free slots,
+job groups and the Hadoop configuration.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import posixpath
 import threading
 import time
 from typing import Any
@@ -20,11 +20,12 @@ from .backend import (
     ClusterView,
     DataBarrierFn,
     ExecutorInfo,
-    HadoopFileSystem,
     SparkBackend,
     barrier_task_context,
     is_connect,
 )
+from .gather import gathered
+from .hadoopfs import JvmHadoopFileSystem
 
 log = logging.getLogger(__name__)
 
@@ -218,8 +219,11 @@ class ClassicBackend(SparkBackend):
         return execution.toRdd().getNumPartitions()
 
     # -- storage -----------------------------------------------------------------------------
-    def hadoop_fs(self, uri: str) -> HadoopFileSystem:
+    def hadoop_fs(self, uri: str) -> JvmHadoopFileSystem:
         return JvmHadoopFileSystem(self.sc, uri)
+
+    def gather(self, rdd: Any, n: int) -> Any:
+        return gathered(self.sc, self._json(), rdd, n)
 
     def __repr__(self) -> str:
         return f"ClassicBackend({self.master!r})"
@@ -259,41 +263,3 @@ class RddBarrierTask:
 
     def __call__(self, rows: Any) -> Any:
         yield from self.fn(*barrier_task_context(), rows)
-
-
-class JvmHadoopFileSystem(HadoopFileSystem):
-    """A directory on any Hadoop filesystem, read through the JVM of a SparkContext with the
-    cluster's Hadoop configuration. Hadoop's checksum side files (``.NAME.crc``) are left out."""
-
-    def __init__(self, sc: Any, uri: str) -> None:
-        self._jvm = sc._jvm
-        path = self._jvm.org.apache.hadoop.fs.Path(uri)
-        self._fs = path.getFileSystem(sc._jsc.hadoopConfiguration())
-        self._path = path
-        qualified = self._fs.makeQualified(path).toUri()
-        self._scheme, self._authority = qualified.getScheme(), qualified.getAuthority()
-        self._root = qualified.getPath().rstrip("/") or "/"
-
-    def list_sizes(self) -> dict[str, int]:
-        if not self._fs.exists(self._path):
-            return {}
-        sizes = {}
-        files = self._fs.listFiles(self._path, True)
-        while files.hasNext():
-            status = files.next()
-            full = status.getPath().toUri().getPath()
-            name = posixpath.basename(full)
-            if name.startswith(".") and name.endswith(".crc"):
-                continue
-            sizes[posixpath.relpath(full, self._root)] = int(status.getLen())
-        return sizes
-
-    def read(self, relpath: str, offset: int, length: int) -> bytes:
-        # Path(scheme, authority, path) takes the name literally (a ':' in it is no scheme).
-        child = self._jvm.org.apache.hadoop.fs.Path(self._scheme, self._authority, f"{self._root}/{relpath}")
-        stream = self._fs.open(child)
-        try:
-            stream.seek(offset)
-            return bytes(self._jvm.org.apache.commons.io.IOUtils.toByteArray(stream, int(length)))
-        finally:
-            stream.close()

@@ -26,11 +26,11 @@ from .backend import (
     BarrierFn,
     ClusterView,
     DataBarrierFn,
-    HadoopFileSystem,
     SparkBackend,
     barrier_task_context,
     is_connect,
 )
+from .hadoopfs import HadoopFileSystem
 from .probe import PROBE_DDL, Probe, ProbeTask, ReachListener
 
 log = logging.getLogger(__name__)

@@ -1,0 +1,119 @@
+"""An RDD's partitions gathered into one per node in the JVM, for the in-stage feed's ``Gathered``
+(``driver/feed/instage.py``).
+
+Spark's own coalescer groups partitions by host, so executors that share a host (or a cluster
+whose blocks sit on every host) read about half their share from another executor. Where the RDD
+is cached, its blocks are grouped here by the executor that holds them (Spark's
+``GroupedPartitionCoalescer``), so that each gathering task reads only its own executor's blocks;
+and the gathered copy is then kept in that executor's memory, as the byte arrays the blocks
+hold, when its free storage memory holds it ``MEMORY_MARGIN`` times over (no Java serialization,
+no file written and read back, and no cached block of the user's evicted for it).
+Otherwise the copy goes to the executors' local disks: grouped by executor when too little memory
+is free, else (not cached, or blocks that do not split evenly by executor) as Spark's coalescer
+groups the partitions.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+#: How many times over an executor's free storage memory must hold its gathered share for the
+#: share to be kept in memory (room for Spark's unrolling, and for other jobs' blocks meanwhile).
+MEMORY_MARGIN = 2.0
+
+
+@dataclass(frozen=True)
+class CachedBlocks:
+    """Where an RDD's cached partitions are: the executor holding each partition's block, its
+    bytes (in memory and on disk), and each executor's free storage memory, as the status store
+    has them now."""
+
+    executors: dict[int, str]
+    sizes: dict[int, int]
+    free: dict[str, int]
+
+
+def executor_groups(executors: dict[int, str], partitions: int, n: int) -> list[list[int]] | None:
+    """``n`` groups of as many of the ``partitions`` each, every group's partitions cached on one
+    executor (``executors``: the executor of each cached partition); None when the blocks do not
+    split so: a partition not cached, or an executor holding a share that is not whole groups."""
+    if n < 1 or partitions % n or set(executors) != set(range(partitions)):
+        return None
+    size = partitions // n
+    by_executor: dict[str, list[int]] = {}
+    for part in range(partitions):
+        by_executor.setdefault(executors[part], []).append(part)
+    if any(len(parts) % size for parts in by_executor.values()):
+        return None
+    return [parts[i:i + size] for parts in by_executor.values() for i in range(0, len(parts), size)]
+
+
+def fits_in_memory(blocks: CachedBlocks) -> bool:
+    """Whether every executor's free storage memory holds its share of the blocks
+    ``MEMORY_MARGIN`` times over."""
+    need: dict[str, int] = {}
+    for part, executor in blocks.executors.items():
+        need[executor] = need.get(executor, 0) + blocks.sizes[part]
+    return all(blocks.free.get(executor, 0) >= MEMORY_MARGIN * size for executor, size in need.items())
+
+
+def cached_blocks(sc: Any, mapper: Any, rdd_id: int) -> CachedBlocks | None:
+    """Where the RDD ``rdd_id``'s cached blocks are (None when it has none), in two gateway calls
+    (``mapper`` writes the status store's objects as JSON, as Spark's REST API does)."""
+    store = sc._jsc.sc().statusStore()
+    try:
+        info = json.loads(mapper.writeValueAsString(store.rdd(rdd_id)))
+    except Exception as e:  # not in the status store: the RDD is not cached
+        log.debug("RDD %d has no cached blocks: %s", rdd_id, e)
+        return None
+    executors, sizes = {}, {}
+    for block in info.get("partitions") or ():
+        part = int(block["blockName"].rsplit("_", 1)[1])
+        if block.get("executors"):
+            executors[part] = block["executors"][0]
+            sizes[part] = int(block.get("memoryUsed", 0)) + int(block.get("diskUsed", 0))
+    free = {e["id"]: int(e["maxMemory"]) - int(e["memoryUsed"])
+            for e in json.loads(mapper.writeValueAsString(store.executorList(True)))}
+    return CachedBlocks(executors, sizes, free)
+
+
+def gathered(sc: Any, mapper: Any, batches: Any, n: int) -> Any:
+    """``batches`` (an RDD of PySpark's pickled batches) coalesced into ``n`` partitions with no
+    shuffle, persisted for a local checkpoint that the first job computing it writes: in the
+    executors' memory or on their local disks."""
+    from pyspark import RDD, StorageLevel
+    from pyspark.serializers import NoOpSerializer
+
+    jrdd, partitions = batches._jrdd, batches.getNumPartitions()
+    blocks = cached_blocks(sc, mapper, jrdd.id())
+    groups = executor_groups(blocks.executors, partitions, n) if blocks is not None else None
+    coalesced = _grouped(sc, jrdd, groups) if groups is not None else None
+    memory = coalesced is not None and fits_in_memory(blocks)
+    gathered = RDD(coalesced if coalesced is not None else jrdd.coalesce(n, False), sc, NoOpSerializer())
+    # in memory as the JVM's byte arrays: not serialized again, written to a file and read back
+    gathered.persist(StorageLevel(False, True, False, True) if memory else StorageLevel.DISK_ONLY)
+    gathered._jrdd.rdd().localCheckpoint()
+    log.info("gathering %d partitions into %d: %s, %s", partitions, n,
+             "each from one executor's cached blocks" if coalesced is not None else "grouped by Spark's coalescer",
+             "kept in memory" if memory else "on the executors' disks")
+    return gathered
+
+
+def _grouped(sc: Any, jrdd: Any, groups: list[list[int]]) -> Any | None:
+    """``jrdd`` coalesced into ``groups`` by Spark's ``GroupedPartitionCoalescer`` (None where this
+    Spark has none: an internal class of its SQL module)."""
+    jvm = sc._jvm
+    to_seq = jvm.org.apache.spark.api.python.PythonUtils.toSeq
+    try:
+        coalescer = jvm.org.apache.spark.sql.execution.datasources.v2.GroupedPartitionCoalescer(
+            to_seq([to_seq(group) for group in groups]))
+    except Exception as e:
+        log.debug("no GroupedPartitionCoalescer in this Spark (%s): partitions grouped by Spark's coalescer", e)
+        return None
+    coalesced = jrdd.rdd().coalesce(len(groups), False, jvm.scala.Option.apply(coalescer), None)
+    return jvm.org.apache.spark.api.java.JavaRDD.fromRDD(coalesced, jrdd.classTag())
