@@ -167,12 +167,14 @@ def test_the_sample_row_is_the_first_row_wherever_spark_holds_the_data(local_spa
     datasets[1].unpersist()
 
 
-def test_a_relaunched_run_feeds_every_epoch_exactly_once_again(local_spark):
+@pytest.mark.parametrize("kind", ["rdd", "df"])
+def test_a_relaunched_run_feeds_every_epoch_exactly_once_again(local_spark, kind):
     from pyspark.sql import Row
 
     rdd = local_spark.sparkContext.parallelize([Row(id=i) for i in range(ROWS)], 4)
+    data = rdd if kind == "rdd" else local_spark.range(0, ROWS, numPartitions=4)  # gathered, or dealt by a shuffle
     run = Run(local_spark, nodes.epoch_checksums, {"epochs": 3, "kill_worker_once": True}, 2, input_mode="spark",
-              retries=1).start(rdd, epochs=3)
+              retries=1).start(data, epochs=3)
     run.wait(300)
     assert run.attempt == 1  # worker 0 was killed in the first attempt
     assert per_epoch_totals(run.results) == [expected_sums()] * 3
