@@ -177,6 +177,12 @@ def test_leftover_of_a_run_whose_python_worker_was_killed_is_found_and_killed(st
     with pytest.raises(NodeError, match="connection closed before it reported a result") as info:
         run.wait(120)
     assert info.value.role == "worker"
+    # the node's child, orphaned, removed the work folder its killed node could not (payload, logs)
+    folders = os.path.join(tempfile.gettempdir(), f"tfos-{run.run_id}-1-*")
+    deadline = time.monotonic() + 10
+    while glob.glob(folders) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert glob.glob(folders) == []
     # the next launch's nodes report it
     from tfos_notebook.runtime.driver.events import FindingRaised
 

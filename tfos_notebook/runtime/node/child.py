@@ -24,10 +24,12 @@ import importlib
 import json
 import os
 import pickle
+import shutil
 import socket
 import sys
 import threading
 import traceback
+from functools import partial
 
 from ..wire.paths import node_dir_name
 from ..wire.plan import FEED_SERVER_MODULE, PREIMPORT_ENV
@@ -98,6 +100,21 @@ def _serve_feed(spec: dict, status):
     return FeedServer(secret_from_json(spec["secret"]), spec["host"], spec["buffer_bytes"]).start(status)
 
 
+def _die_with_node(argv: list[str]) -> None:
+    """End this process's group when its node (``argv[2]``) dies, first removing the node's work
+    folder (this process's working directory as it starts: payload, logs), which a killed node
+    leaves behind."""
+    orphaned = partial(_remove_workdir, os.getcwd(), argv)
+    threading.Thread(target=watch_parent, args=(int(argv[2]),), kwargs={"orphaned": orphaned}, daemon=True).start()
+
+
+def _remove_workdir(workdir: str, argv: list[str]) -> None:
+    """Remove the node's work folder once its node died without doing so (its Python worker was
+    killed): only the folder the node made for this run's task (``tfos-RUN_ID-TASK-...``)."""
+    if os.path.basename(workdir).startswith(f"tfos-{argv[3]}-{argv[4]}-"):
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
 def receive_port(fd: int) -> socket.socket:
     """The socket holding the node's reserved port, handed over by the node on the Unix socket ``fd``."""
     with socket.socket(fileno=fd) as handoff:
@@ -108,12 +125,12 @@ def receive_port(fd: int) -> socket.socket:
 
 
 def main(argv: list[str]) -> int:
-    status_fd, node_pid = int(argv[1]), int(argv[2])
+    status_fd = int(argv[1])
     port_fd = int(argv[5]) if argv[5] != "-" else None
     orders_fd = int(argv[6])
     faulthandler.enable()  # a crash in native code (TensorFlow) leaves its Python stacks in the node's log
     faulthandler.register(STACKS_SIGNAL, all_threads=True)  # so does a run that failed elsewhere (dump_stacks)
-    threading.Thread(target=watch_parent, args=(node_pid,), daemon=True).start()
+    _die_with_node(argv)
     status = open_pipe(status_fd)
     import cloudpickle  # imported while the cluster is still reserving
 
