@@ -31,7 +31,7 @@ import threading
 import traceback
 from functools import partial
 
-from ..wire.paths import node_dir_name
+from ..wire.paths import node_dir_name, work_prefix
 from ..wire.plan import FEED_SERVER_MODULE, PREIMPORT_ENV
 from ..wire.watchdog import STACKS_SIGNAL, watch_parent
 from .statuspipe import open_pipe
@@ -100,18 +100,17 @@ def _serve_feed(spec: dict, status):
     return FeedServer(secret_from_json(spec["secret"]), spec["host"], spec["buffer_bytes"]).start(status)
 
 
-def _die_with_node(argv: list[str]) -> None:
-    """End this process's group when its node (``argv[2]``) dies, first removing the node's work
-    folder (this process's working directory as it starts: payload, logs), which a killed node
-    leaves behind."""
-    orphaned = partial(_remove_workdir, os.getcwd(), argv)
-    threading.Thread(target=watch_parent, args=(int(argv[2]),), kwargs={"orphaned": orphaned}, daemon=True).start()
+def _die_with_node(node_pid: int, run_id: str, task: str) -> None:
+    """End this process's group when its node dies, first removing the node's work folder (this
+    process's working directory as it starts: payload, logs), which a killed node leaves behind."""
+    orphaned = partial(_remove_workdir, os.getcwd(), work_prefix(run_id, task))
+    threading.Thread(target=watch_parent, args=(node_pid,), kwargs={"orphaned": orphaned}, daemon=True).start()
 
 
-def _remove_workdir(workdir: str, argv: list[str]) -> None:
+def _remove_workdir(workdir: str, prefix: str) -> None:
     """Remove the node's work folder once its node died without doing so (its Python worker was
-    killed): only the folder the node made for this run's task (``tfos-RUN_ID-TASK-...``)."""
-    if os.path.basename(workdir).startswith(f"tfos-{argv[3]}-{argv[4]}-"):
+    killed): only a folder the node made for this run's task (named ``prefix``...)."""
+    if os.path.basename(workdir).startswith(prefix):
         shutil.rmtree(workdir, ignore_errors=True)
 
 
@@ -130,7 +129,7 @@ def main(argv: list[str]) -> int:
     orders_fd = int(argv[6])
     faulthandler.enable()  # a crash in native code (TensorFlow) leaves its Python stacks in the node's log
     faulthandler.register(STACKS_SIGNAL, all_threads=True)  # so does a run that failed elsewhere (dump_stacks)
-    _die_with_node(argv)
+    _die_with_node(int(argv[2]), argv[3], argv[4])
     status = open_pipe(status_fd)
     import cloudpickle  # imported while the cluster is still reserving
 

@@ -25,7 +25,7 @@ from ..wire import messages as m
 from ..wire.fuse import FuseError, fuse_path
 from ..wire.gpus import visible_devices
 from ..wire.orphans import kill_attempts_before, pid_dir
-from ..wire.paths import is_shared_logdir, local_path, node_dir_name
+from ..wire.paths import is_shared_logdir, local_path, node_dir_name, work_prefix
 from ..wire.plan import NodePlan, node_name
 from ..wire.procs import dump_stacks, kill_process_group
 from ..wire.versions import installed_versions
@@ -125,7 +125,7 @@ class _Node:
         self.gpus = gpus[: plan.gpu_counts[task]] if plan.gpu_counts else gpus
         # the devices the node's process sees: Spark's addresses, or what they index in an inherited list
         self.devices = visible_devices(self.gpus, os.environ.get("CUDA_VISIBLE_DEVICES"))
-        self.workdir = tempfile.mkdtemp(prefix=f"tfos-{plan.run_id}-{task}-")
+        self.workdir = tempfile.mkdtemp(prefix=work_prefix(plan.run_id, task))
         self.result_path = os.path.join(self.workdir, "result.pkl")
         self.pid_file = os.path.join(pid_dir(), f"{plan.run_id}-{task}.json")
         self._record()  # first: a leftover scan (another run's cleanup) must never find the child unrecorded

@@ -38,6 +38,12 @@ def local_path(path: str | None) -> str | None:
     return None if "://" in path else path
 
 
+def work_prefix(run_id: str, task: int | str) -> str:
+    """How the names of a node's own temporary folders on its host begin (its work folder, its
+    partition's spill): ``tfos-RUN_ID-TASK-``."""
+    return f"tfos-{run_id}-{task}-"
+
+
 def node_dir_name(role: str, index: int) -> str:
     """The log subdirectory (and TensorBoard run) of one node: ``chief_0``, ``worker_1``..."""
     return f"{role}_{index}"

@@ -47,7 +47,7 @@ class ClassicBackend(SparkBackend):
         self.sc = sc
         self._conf: dict[str, str | None] = {}
         self._conf_copy: Any = None
-        self._mapper: Any = None  # _json()'s, made on first use
+        self._mapper: Any = None  # _as_json()'s, made on first use
 
     @classmethod
     def of(cls, spark: Any) -> ClassicBackend:
@@ -108,7 +108,7 @@ class ClassicBackend(SparkBackend):
         status store as the JSON Spark's REST API serves, in three gateway calls. (Field by field
         it took about 40 calls and 20-30 ms a launch, and every Java iterator ends by raising an
         exception that pyspark converts in 10-15 ms.)"""
-        summaries = json.loads(self._json().writeValueAsString(self.sc._jsc.sc().statusStore().executorList(True)))
+        summaries = self._as_json(self.sc._jsc.sc().statusStore().executorList(True))
         with_driver, now = self.master.startswith("local"), time.time()
         return tuple(
             ExecutorInfo(e["id"], e["hostPort"].rsplit(":", 1)[0], int(e["totalCores"]),
@@ -116,14 +116,15 @@ class ClassicBackend(SparkBackend):
                          age=now - e["addTime"] / 1000 if isinstance(e.get("addTime"), (int, float)) else None)
             for e in summaries if with_driver or e["id"] != "driver")
 
-    def _json(self) -> Any:
-        """A Jackson mapper in the JVM that writes Scala objects, as Spark's REST API does."""
+    def _as_json(self, status: Any) -> Any:
+        """A status store object (Scala) as the JSON Spark's REST API serves of it, parsed, in one
+        gateway call (a Jackson mapper in the JVM, made on first use)."""
         if self._mapper is None:
             jvm = self.sc._jvm
             mapper = jvm.com.fasterxml.jackson.databind.ObjectMapper()
             mapper.registerModule(jvm.com.fasterxml.jackson.module.scala.DefaultScalaModule())
             self._mapper = mapper
-        return self._mapper
+        return json.loads(self._mapper.writeValueAsString(status))
 
     def _as_java(self, scala_collection: Any) -> Any:
         """A Scala collection as its Java counterpart (a Seq as a List, a Map as a Map)."""
@@ -223,7 +224,7 @@ class ClassicBackend(SparkBackend):
         return JvmHadoopFileSystem(self.sc, uri)
 
     def gather(self, rdd: Any, n: int) -> Any:
-        return gathered(self.sc, self._json(), rdd, n)
+        return gathered(self.sc, self._as_json, rdd, n)
 
     def __repr__(self) -> str:
         return f"ClassicBackend({self.master!r})"

@@ -15,8 +15,8 @@ groups the partitions.
 
 from __future__ import annotations
 
-import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,12 +62,12 @@ def fits_in_memory(blocks: CachedBlocks) -> bool:
     return all(blocks.free.get(executor, 0) >= MEMORY_MARGIN * size for executor, size in need.items())
 
 
-def cached_blocks(sc: Any, mapper: Any, rdd_id: int) -> CachedBlocks | None:
-    """Where the RDD ``rdd_id``'s cached blocks are (None when it has none), in two gateway calls
-    (``mapper`` writes the status store's objects as JSON, as Spark's REST API does)."""
+def cached_blocks(sc: Any, as_json: Callable[[Any], Any], rdd_id: int) -> CachedBlocks | None:
+    """Where the RDD ``rdd_id``'s cached blocks are (None when it has none), from the status store
+    (``as_json``: one of its objects as the JSON Spark's REST API serves, parsed)."""
     store = sc._jsc.sc().statusStore()
     try:
-        info = json.loads(mapper.writeValueAsString(store.rdd(rdd_id)))
+        info = as_json(store.rdd(rdd_id))
     except Exception as e:  # not in the status store: the RDD is not cached
         log.debug("RDD %d has no cached blocks: %s", rdd_id, e)
         return None
@@ -78,11 +78,11 @@ def cached_blocks(sc: Any, mapper: Any, rdd_id: int) -> CachedBlocks | None:
             executors[part] = block["executors"][0]
             sizes[part] = int(block.get("memoryUsed", 0)) + int(block.get("diskUsed", 0))
     free = {e["id"]: int(e["maxMemory"]) - int(e["memoryUsed"])
-            for e in json.loads(mapper.writeValueAsString(store.executorList(True)))}
+            for e in as_json(store.executorList(True))}
     return CachedBlocks(executors, sizes, free)
 
 
-def gathered(sc: Any, mapper: Any, batches: Any, n: int) -> Any:
+def gathered(sc: Any, as_json: Callable[[Any], Any], batches: Any, n: int) -> Any:
     """``batches`` (an RDD of PySpark's pickled batches) coalesced into ``n`` partitions with no
     shuffle, persisted for a local checkpoint that the first job computing it writes: in the
     executors' memory or on their local disks."""
@@ -90,7 +90,7 @@ def gathered(sc: Any, mapper: Any, batches: Any, n: int) -> Any:
     from pyspark.serializers import NoOpSerializer
 
     jrdd, partitions = batches._jrdd, batches.getNumPartitions()
-    blocks = cached_blocks(sc, mapper, jrdd.id())
+    blocks = cached_blocks(sc, as_json, jrdd.id())
     groups = executor_groups(blocks.executors, partitions, n) if blocks is not None else None
     coalesced = _grouped(sc, jrdd, groups) if groups is not None else None
     memory = coalesced is not None and fits_in_memory(blocks)
