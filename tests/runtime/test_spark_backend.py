@@ -136,3 +136,39 @@ def test_error_summary_picks_the_line_that_names_the_error():
     assert error_summary(RuntimeError(text)) == "py4j.protocol.Py4JJavaError: An error occurred"
     assert error_summary(RuntimeError("nothing named\nhere")) == "nothing named\nhere"
     assert len(error_summary(RuntimeError("x" * 5000))) == 2000
+
+
+def batch_sizes(batches):
+    import pyarrow as pa
+
+    for batch in batches:
+        yield pa.RecordBatch.from_pylist([{"rows": batch.num_rows, "bytes": batch.nbytes}])
+
+
+def test_a_dataframe_for_a_barrier_stage_comes_in_batches_of_at_most_the_feeds_bytes(local_spark):
+    """Spark's default Arrow batch is 10,000 rows whatever their width (31 MB of 784-float rows);
+    the barrier stage's copy of the DataFrame is batched by bytes, in a copy of the session: the
+    user's own setting is left as it was, a smaller one of theirs is kept, and the cached data is
+    what the stage reads."""
+    from tfos_notebook.runtime.driver.spark.classic import batched_by_bytes
+
+    key = "spark.sql.execution.arrow.maxBytesPerBatch"
+    df = local_spark.range(0, 12000, numPartitions=1).selectExpr(
+        "transform(sequence(0, 783), i -> cast(i as float)) as image").cache()
+    df.count()
+    before = local_spark.conf.get(key)
+    staged = batched_by_bytes(df, 1 << 20).mapInArrow(batch_sizes, "rows long, bytes long", barrier=True)
+    sizes = staged.collect()
+    assert sum(s.rows for s in sizes) == 12000
+    assert max(s.bytes for s in sizes) <= 1 << 20 and len(sizes) >= 12
+    assert "InMemoryTableScan" in staged._jdf.queryExecution().executedPlan().toString()
+    assert local_spark.conf.get(key) == before
+    unbatched = df.mapInArrow(batch_sizes, "rows long, bytes long").collect()
+    assert max(s.rows for s in unbatched) == 10000  # what the change is about: Spark's own batches
+    local_spark.conf.set(key, str(256 << 10))
+    try:
+        smaller = batched_by_bytes(df, 1 << 20).mapInArrow(batch_sizes, "rows long, bytes long").collect()
+        assert max(s.bytes for s in smaller) <= 256 << 10
+    finally:
+        local_spark.conf.set(key, before)
+        df.unpersist()

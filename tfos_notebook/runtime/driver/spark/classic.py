@@ -24,6 +24,7 @@ from .backend import (
     barrier_task_context,
     is_connect,
 )
+from ...wire.feed.protocol import FRAME_BYTES
 from .gather import gathered
 from .hadoopfs import JvmHadoopFileSystem
 
@@ -207,7 +208,7 @@ class ClassicBackend(SparkBackend):
 
         if isinstance(data, RDD):
             return data.barrier().mapPartitions(RddBarrierTask(fn)).collect()
-        return super().barrier_over(data, fn, schema)
+        return super().barrier_over(batched_by_bytes(data, FRAME_BYTES), fn, schema)
 
     def partitions(self, data: Any) -> int | None:
         from pyspark import RDD
@@ -228,6 +229,23 @@ class ClassicBackend(SparkBackend):
 
     def __repr__(self) -> str:
         return f"ClassicBackend({self.master!r})"
+
+
+def batched_by_bytes(df: Any, max_bytes: int) -> Any:
+    """``df`` planned in a copy of its session whose Arrow batches for Python hold at most
+    ``max_bytes`` (``spark.sql.execution.arrow.maxBytesPerBatch``; a smaller one of the user's is
+    kept), so that a barrier ``mapInArrow`` over it hands its tasks batches of the size a node's
+    feed sends on, not of 10,000 rows whatever their width (31 MB of 784-float rows, gigabytes
+    of images): the first rows reach the node sooner, and a task holds one such batch at a time.
+    The user's session and its settings are left as they are; the copy shares its cache."""
+    from pyspark.sql import DataFrame
+
+    key = "spark.sql.execution.arrow.maxBytesPerBatch"
+    jdf = df._jdf
+    session = jdf.sparkSession().cloneSession()
+    session.conf().set(key, str(min(session.sessionState().conf().arrowMaxBytesPerBatch(), max_bytes)))
+    rebound = df.sparkSession._jvm.org.apache.spark.sql.classic.Dataset.ofRows(session, jdf.logicalPlan())
+    return DataFrame(rebound, df.sparkSession)
 
 
 def _context_of(spark: Any) -> Any:
