@@ -59,6 +59,17 @@ def terminate_after(args, ctx):
     return {"rows": rows, "should_stop": feed.should_stop()}
 
 
+def read_then_wait(args, ctx):
+    """Reads a batch through DataFeed, says so, and waits (to be killed)."""
+    import time
+
+    from tfos_notebook import TFNode
+
+    TFNode.DataFeed(ctx.mgr).next_batch(10)
+    print("read", flush=True)
+    time.sleep(600)
+
+
 def never_reads(args, ctx):
     time.sleep(args.get("sleep", 120))
 

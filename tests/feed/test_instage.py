@@ -180,6 +180,39 @@ def test_a_relaunched_run_feeds_every_epoch_exactly_once_again(local_spark, kind
     assert per_epoch_totals(run.results) == [expected_sums()] * 3
 
 
+def test_a_fed_node_killed_with_its_python_worker_leaves_no_folder_on_the_host(local_spark):
+    """A fed node whose Python worker is killed (SIGKILL: the OOM killer, a lost executor) cannot
+    clean up after itself: its child, orphaned, removes the node's work folder and its partition's
+    spill (the later epochs' copy on the host's disk) before it ends. Failed before: the spill stayed."""
+    import glob
+    import os
+    import tempfile
+    import time
+
+    import psutil
+
+    from tfos_notebook import NodeError
+    from tfos_notebook.runtime.driver.events import Log, Registered
+
+    rows = local_spark.sparkContext.parallelize([(i, bytes(10_000)) for i in range(ROWS)], 2)  # 5 MB a node
+    # a feed buffer smaller than an epoch: the task is still feeding (and its spill on disk) when killed
+    run = Run(local_spark, nodes.read_then_wait, None, 2, input_mode="spark", retries=0,
+              feed_buffer_mb=1).start(rows, epochs=3)
+    deadline = time.monotonic() + 120
+    while sum(e.line == "read" for e in run.events.events(Log)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    [worker] = [e for e in run.events.events(Registered) if e.role == "worker"]
+    assert glob.glob(os.path.join(tempfile.gettempdir(), f"tfos-{run.run_id}-*-spill-{worker.pid}-*"))
+    psutil.Process(worker.pid).kill()
+    with pytest.raises(NodeError):
+        run.wait(120)
+    folders = os.path.join(tempfile.gettempdir(), f"tfos-{run.run_id}-*")
+    deadline = time.monotonic() + 10
+    while glob.glob(folders) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert glob.glob(folders) == []
+
+
 def test_tfos_program_trains_on_local_2_with_train_then_shutdown(local_spark):
     sc = local_spark.sparkContext
     cluster = TFCluster.run(sc, nodes.datafeed_ids, {"batch": 50}, num_executors=2, input_mode=InputMode.SPARK)

@@ -20,6 +20,7 @@ ORDERS_FD (``profiler.py``), and kills itself and its group if the node that sta
 from __future__ import annotations
 
 import faulthandler
+import glob
 import importlib
 import json
 import os
@@ -31,7 +32,7 @@ import threading
 import traceback
 from functools import partial
 
-from ..wire.paths import node_dir_name, work_prefix
+from ..wire.paths import node_dir_name, spill_prefix, work_prefix
 from ..wire.plan import FEED_SERVER_MODULE, PREIMPORT_ENV
 from ..wire.watchdog import STACKS_SIGNAL, watch_parent
 from .statuspipe import open_pipe
@@ -101,17 +102,24 @@ def _serve_feed(spec: dict, status):
 
 
 def _die_with_node(node_pid: int, run_id: str, task: str) -> None:
-    """End this process's group when its node dies, first removing the node's work folder (this
-    process's working directory as it starts: payload, logs), which a killed node leaves behind."""
-    orphaned = partial(_remove_workdir, os.getcwd(), work_prefix(run_id, task))
+    """End this process's group when its node dies, first removing what a killed node leaves
+    behind: its work folder (this process's working directory as it starts: payload, logs) and
+    its partition's spill (a fed node's, beside it)."""
+    orphaned = partial(_remove_node_folders, os.getcwd(), work_prefix(run_id, task),
+                       spill_prefix(run_id, task, node_pid))
     threading.Thread(target=watch_parent, args=(node_pid,), kwargs={"orphaned": orphaned}, daemon=True).start()
 
 
-def _remove_workdir(workdir: str, prefix: str) -> None:
-    """Remove the node's work folder once its node died without doing so (its Python worker was
-    killed): only a folder the node made for this run's task (named ``prefix``...)."""
-    if os.path.basename(workdir).startswith(prefix):
-        shutil.rmtree(workdir, ignore_errors=True)
+def _remove_node_folders(workdir: str, prefix: str, spill: str) -> None:
+    """Remove the node's folders once its node died without doing so (its Python worker was
+    killed): only the work folder the node made for this run's task (named ``prefix``...) and,
+    in the same temporary directory, the spills that node's process made (named ``spill``...)."""
+    if not os.path.basename(workdir).startswith(prefix):
+        return
+    parent = os.path.dirname(workdir)
+    shutil.rmtree(workdir, ignore_errors=True)
+    for path in glob.glob(os.path.join(glob.escape(parent), glob.escape(spill) + "*")):
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def receive_port(fd: int) -> socket.socket:

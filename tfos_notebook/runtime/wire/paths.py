@@ -44,6 +44,13 @@ def work_prefix(run_id: str, task: int | str) -> str:
     return f"tfos-{run_id}-{task}-"
 
 
+def spill_prefix(run_id: str, task: int | str, node_pid: int) -> str:
+    """How the name of a fed node's partition spill begins: ``tfos-RUN_ID-TASK-spill-PID-``, PID
+    the node's process (the Spark task's Python worker), so that once that process is gone its
+    child can tell its node's spill from that of a later attempt on the same host."""
+    return f"{work_prefix(run_id, task)}spill-{node_pid}-"
+
+
 def node_dir_name(role: str, index: int) -> str:
     """The log subdirectory (and TensorBoard run) of one node: ``chief_0``, ``worker_1``..."""
     return f"{role}_{index}"

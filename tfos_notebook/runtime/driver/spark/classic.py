@@ -15,6 +15,7 @@ import threading
 import time
 from typing import Any
 
+from ...wire.feed.protocol import FRAME_BYTES
 from .backend import (
     BarrierFn,
     ClusterView,
@@ -24,7 +25,6 @@ from .backend import (
     barrier_task_context,
     is_connect,
 )
-from ...wire.feed.protocol import FRAME_BYTES
 from .gather import gathered
 from .hadoopfs import JvmHadoopFileSystem
 

@@ -25,7 +25,7 @@ from ...wire.feed.predictions import result_values
 from ...wire.feed.protocol import FRAME_BYTES, tell
 from ...wire.feed.stage import FEED_KEY, OUTPUT_SCHEMA, InStage
 from ...wire.feed.tasks import TASK_TIMEOUT_MARGIN, InferFeed, TrainFeed
-from ...wire.paths import work_prefix
+from ...wire.paths import spill_prefix
 from ...wire.plan import FOREGROUND_ROLES, NodePlan
 from ..task import run_node
 from .localfeed import LocalFeed
@@ -40,7 +40,7 @@ class _Spill:
     """The partition's batches on this node's disk, for the epochs after the first."""
 
     def __init__(self, run_id: str, task: int) -> None:
-        self.dir = tempfile.mkdtemp(prefix=f"{work_prefix(run_id, task)}spill-")
+        self.dir = tempfile.mkdtemp(prefix=spill_prefix(run_id, task, os.getpid()))
         self.path = os.path.join(self.dir, "partition.arrows")
         self._writer: pa.ipc.RecordBatchStreamWriter | None = None
 
