@@ -29,6 +29,13 @@ def dataset_ids_per_epoch(args, ctx):
     return epochs
 
 
+def dataset_spec(args, ctx):
+    """The shapes ctx.dataset declares for ``id`` and ``x``, and the rows of its one epoch."""
+    ds = ctx.dataset(16, features=["id", "x"])
+    spec = {name: s.shape.as_list() for name, s in ds.element_spec.items()}
+    return {"spec": spec, "rows": sum(int(batch["id"].shape[0]) for batch in ds)}
+
+
 def datafeed_ids(args, ctx):
     """TFoS style: reads rows with DataFeed until the feed ends; returns the first field of each
     (``whole``: each row)."""

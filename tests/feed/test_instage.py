@@ -106,6 +106,21 @@ def test_data_with_one_partition_per_node_is_fed_as_it_is_without_a_shuffle(loca
         assert stages_run(sc, run) == 1  # the barrier stage alone: no shuffle dealt the rows out
 
 
+def test_a_dataframes_sample_row_is_each_nodes_own_first_row_and_no_job_reads_one(local_spark):
+    """In-stage, the driver sends a DataFrame's schema alone, with no Spark job before the gang's;
+    each node's task takes the sample row, from which ``ctx.dataset`` declares its shapes, from its
+    own first batch. Failed before: a ``take(1)`` job ran on the driver first."""
+    sc = local_spark.sparkContext
+    df = local_spark.range(0, ROWS, numPartitions=2).selectExpr("id", "array(cast(id as double), cast(id as double) + 1) as x")
+    store = sc._jsc.sc().statusStore()
+    jobs = store.jobsList(None).size()
+    run = Run(local_spark, nodes.dataset_spec, {}, 2, input_mode="spark").start(df)
+    run.wait(300)
+    assert [r["spec"] for r in run.results.values()] == [{"id": [None], "x": [None, 2]}] * 2
+    assert sum(r["rows"] for r in run.results.values()) == ROWS
+    assert store.jobsList(None).size() - jobs == 1  # the gang's alone
+
+
 def stages_per_job(sc, run: Run) -> list[int]:
     tracker = sc.statusTracker()
     return sorted(len(tracker.getJobInfo(job).stageIds) for job in tracker.getJobIdsForGroup(run.job_group))

@@ -35,12 +35,14 @@ class DataSample:
     schema: pa.Schema | None
 
     @classmethod
-    def of(cls, data: Any) -> DataSample:
+    def of(cls, data: Any, df_row: bool = True) -> DataSample:
+        """The sample of ``data``; of a DataFrame, without ``df_row``, its schema alone (no Spark
+        job where Spark's Arrow schema is known here)."""
         from pyspark import RDD
         from pyspark.sql import DataFrame
 
         if isinstance(data, DataFrame):
-            return cls("df", *_first_row(data))
+            return cls("df", *_first_row(data, df_row))
         if isinstance(data, RDD):
             first = _first_rdd_row(data)
             if not first:
@@ -102,16 +104,17 @@ def _first_rdd_row(data: Any) -> list:
     return data.take(1)
 
 
-def _first_row(df: Any) -> tuple[pa.RecordBatch | None, pa.Schema]:
-    """A DataFrame's first row as a record batch, and its Arrow schema: the row is read with
-    ``take(1)``, a job of one task, and made Arrow here with the schema Spark's own Arrow
-    conversion gives the DataFrame (``toArrow`` of a limit would scan every partition)."""
+def _first_row(df: Any, read: bool = True) -> tuple[pa.RecordBatch | None, pa.Schema]:
+    """A DataFrame's first row as a record batch (None without ``read``), and its Arrow schema:
+    the row is read with ``take(1)``, a job of one task, and made Arrow here with the schema
+    Spark's own Arrow conversion gives the DataFrame (``toArrow`` of a limit would scan every
+    partition)."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    rows = df.take(1)
     large = df.sparkSession.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false") == "true"
     try:
         schema = to_arrow_schema(df.schema, timezone="UTC", prefers_large_types=large)
+        rows = df.take(1) if read else []
         return (pa.RecordBatch.from_pylist([rows[0].asDict(recursive=True)], schema=schema) if rows else None), schema
     except (TypeError, ValueError, pa.ArrowException):  # a type only Spark's JVM turns into Arrow
         table = df.limit(1).toArrow()

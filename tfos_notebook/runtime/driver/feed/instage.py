@@ -158,10 +158,12 @@ def _identity(key: int) -> int:
 
 
 def instage_for(data: Any, mode: str, epochs: int, timeout: float, keep: list[str] | None = None) -> InStage:
-    """The nodes' half of feeding ``data`` in-stage (reads one row on the driver for the sample)."""
+    """The nodes' half of feeding ``data`` in-stage: an RDD's sample row is read on the driver; a
+    DataFrame's schema alone, each node's task taking the sample row from its own first batch
+    (no Spark job before the gang)."""
     if epochs < 1:
         raise FeedError(f"epochs must be at least 1, got {epochs}")
-    sample = DataSample.of(data)
+    sample = DataSample.of(data, df_row=False)
     return InStage(mode=mode, kind=sample.kind, epochs=epochs, sample=sample.sample_bytes(),
                    rdd_schema=sample.rdd_schema, keep=tuple(keep or ()), timeout=timeout)
 

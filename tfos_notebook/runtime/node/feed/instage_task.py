@@ -5,6 +5,7 @@ predictions as the task's output."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
@@ -94,10 +95,24 @@ def feed_node(spec: InStage, secret: channel.Secret, run_id: str, task: int, ite
             spill.delete()
 
 
+def _sample(spec: InStage, batches: Iterator[pa.RecordBatch]) -> tuple[bytes, Iterator[pa.RecordBatch]]:
+    """The sample the node gets (``ctx.dataset``'s shapes), and the batches to feed: a DataFrame's
+    is the first row of this node's own partition (the driver sent its schema alone, reading no
+    row: a job fewer before the gang), or that schema when the partition is empty; an RDD's is the
+    driver's."""
+    if spec.kind != "df":
+        return spec.sample, batches
+    head = next(batches, None)
+    if head is None:
+        return spec.sample, iter(())
+    return batch_bytes(head.slice(0, 1)).to_pybytes(), itertools.chain([head], batches)
+
+
 def _feed(spec: InStage, secret: channel.Secret, task: int, address: tuple[str, int], first: Iterator[pa.RecordBatch],
           spill: _Spill | None) -> Iterator:
     timeout = spec.timeout + TASK_TIMEOUT_MARGIN
-    tell(address, secret, {"t": "sample", "pass": "in-stage", "data": spec.sample})
+    sample, first = _sample(spec, first)
+    tell(address, secret, {"t": "sample", "pass": "in-stage", "data": sample})
     if spec.mode == "infer":
         infer = InferFeed(secret, [address], timeout, keep=list(spec.keep))
         for kept, results in infer.run(task, 0, first):
