@@ -16,6 +16,7 @@ import time
 
 import psutil
 import pytest
+from procs import eventually
 
 from tfos_notebook.runtime.driver.diagnose import ExecutorInfo, Snapshot, diagnose
 from tfos_notebook.runtime.driver.finding import BLOCKER, WARNING
@@ -179,10 +180,7 @@ def test_leftover_of_a_run_whose_python_worker_was_killed_is_found_and_killed(st
     assert info.value.role == "worker"
     # the node's child, orphaned, removed the work folder its killed node could not (payload, logs)
     folders = os.path.join(tempfile.gettempdir(), f"tfos-{run.run_id}-1-*")
-    deadline = time.monotonic() + 10
-    while glob.glob(folders) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert glob.glob(folders) == []
+    assert eventually(lambda: not glob.glob(folders), timeout=10), glob.glob(folders)
     # the next launch's nodes report it
     from tfos_notebook.runtime.driver.events import FindingRaised
 

@@ -111,10 +111,10 @@ def _first_row(df: Any, read: bool = True) -> tuple[pa.RecordBatch | None, pa.Sc
     partition)."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
+    rows = df.take(1) if read else []
     large = df.sparkSession.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false") == "true"
     try:
         schema = to_arrow_schema(df.schema, timezone="UTC", prefers_large_types=large)
-        rows = df.take(1) if read else []
         return (pa.RecordBatch.from_pylist([rows[0].asDict(recursive=True)], schema=schema) if rows else None), schema
     except (TypeError, ValueError, pa.ArrowException):  # a type only Spark's JVM turns into Arrow
         table = df.limit(1).toArrow()
