@@ -10,6 +10,7 @@ that Spark assigns them and each node sees only its own.
 from __future__ import annotations
 
 import collections
+import time
 
 import pytest
 
@@ -146,15 +147,28 @@ def test_cached_blocks_are_grouped_by_the_executor_that_holds_them():
     from tfos_notebook.runtime.driver.spark.gather import CachedBlocks, executor_groups, fits_in_memory
 
     placed = {0: "1", 1: "2", 2: "1", 3: "2", 4: "1", 5: "2", 6: "1", 7: "2"}
-    assert executor_groups(placed, 8, 2) == [[0, 2, 4, 6], [1, 3, 5, 7]]
-    assert executor_groups(placed, 8, 4) == [[0, 2], [4, 6], [1, 3], [5, 7]]  # two nodes per executor
-    assert executor_groups({**placed, 7: "1"}, 8, 2) is None  # 5 and 3 blocks: no even groups
-    assert executor_groups({k: v for k, v in placed.items() if k != 3}, 8, 2) is None  # one not cached
-    assert executor_groups(placed, 8, 3) is None  # 8 partitions do not split over 3 nodes
+    one_slot, two_slots = {"1": 1, "2": 1}, {"1": 2, "2": 2}
+
+    def groups(executors, n, slots=one_slot):
+        return executor_groups(CachedBlocks(executors, dict.fromkeys(executors, 100), {}, slots), 8, n)
+
+    assert groups(placed, 2) == [[0, 2, 4, 6], [1, 3, 5, 7]]
+    assert groups(placed, 4, two_slots) == [[0, 2], [4, 6], [1, 3], [5, 7]]  # two nodes per executor
+    assert groups(placed, 4) is None  # two groups each, but one slot each: both copies would wait for it
+    # 5 and 3 blocks: executor 2 leads a group of its 3 and executor 1's fifth, the one block moved
+    assert groups({**placed, 7: "1"}, 2) == [[0, 2, 4, 6], [1, 3, 5, 7]]
+    assert groups({**placed, 5: "1", 7: "1"}, 2) == [[0, 2, 4, 5], [1, 3, 7, 6]]  # 6 and 2: two moved
+    assert groups(dict.fromkeys(range(8), "1"), 2) is None  # one executor of one slot cannot lead two
+    assert groups(dict.fromkeys(range(8), "1"), 2, two_slots) == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert groups({k: v for k, v in placed.items() if k != 3}, 2) is None  # one not cached
+    assert executor_groups(CachedBlocks(placed, {}, {}, one_slot), 8, 3) is None  # 8 do not split over 3
     sizes = dict.fromkeys(placed, 100)
-    assert fits_in_memory(CachedBlocks(placed, sizes, {"1": 800, "2": 800}))  # 400 bytes each, twice over
-    assert not fits_in_memory(CachedBlocks(placed, sizes, {"1": 800, "2": 799}))
-    assert not fits_in_memory(CachedBlocks(placed, sizes, {"1": 800}))  # an executor the store does not know
+    halves = [[0, 2, 4, 6], [1, 3, 5, 7]]
+    assert fits_in_memory(CachedBlocks(placed, sizes, {"1": 800, "2": 800}), halves)  # 400 bytes each, twice over
+    assert not fits_in_memory(CachedBlocks(placed, sizes, {"1": 800, "2": 799}), halves)
+    assert not fits_in_memory(CachedBlocks(placed, sizes, {"1": 800}), halves)  # an executor the store does not know
+    # the copy stays with the group's leader: executor 2 holds 5 blocks' worth of a group it leads
+    assert not fits_in_memory(CachedBlocks(placed, sizes, {"1": 800, "2": 999}), [[0, 2, 4], [1, 3, 5, 7, 6]])
 
 
 def test_partitions_that_do_not_split_evenly_are_dealt_by_a_shuffle(local_spark):
@@ -337,3 +351,39 @@ def test_cached_partitions_are_gathered_from_their_own_executor_into_its_memory(
     # no cached blocks (or, likewise, too little free storage memory): Spark's coalescer, on disk
     level = ClassicBackend.of(sc).gather(pickled_batches(sc.parallelize(range(400), 4))[0], 2).getStorageLevel()
     assert (level.useDisk, level.useMemory) == (True, False)
+
+
+def slow_first_partition(index, rows):
+    """Rows as 1-tuples; partition 0 takes 2 s, so that the other executor computes (and caches)
+    the rest meanwhile."""
+    if index == 0:
+        time.sleep(2)
+    return ((i,) for i in rows)
+
+
+@pytest.mark.cluster
+def test_cached_partitions_spread_unevenly_are_gathered_one_copy_per_executor(standalone):
+    """Cached partitions spread unevenly over the two executors (partition 0 holds one executor
+    while the other caches the rest: 5/1 or 4/2): each node's share of 3 is led by a block of its
+    own executor, the fewest blocks move, and the two copies land one on each executor, in its
+    memory (two on an executor of one slot would hold the barrier stage for Spark's locality wait,
+    3 s; before, such blocks went to Spark's coalescer and to disk)."""
+    from tfos_notebook.runtime.driver.feed.data import pickled_batches
+    from tfos_notebook.runtime.driver.spark import ClassicBackend
+
+    sc = standalone.sparkContext
+    data = sc.parallelize(range(600), 6).mapPartitionsWithIndex(slow_first_partition).cache()
+    data.count()
+    placed = block_executors(sc, data)
+    most = collections.Counter(placed.values()).most_common(1)[0][1]
+    assert most > 3  # uneven, as arranged
+    gathered = ClassicBackend.of(sc).gather(pickled_batches(data)[0], 2)
+    groups = [list(p.parentsIndices()) for p in gathered._jrdd.rdd().partitions()]
+    assert sorted(sum(groups, [])) == list(range(6)) and [len(g) for g in groups] == [3, 3]
+    assert len({placed[g[0]] for g in groups}) == 2  # each led by another executor's block
+    assert sum(placed[i] != placed[g[0]] for g in groups for i in g) == most - 3  # the fewest moved
+    assert gathered.getStorageLevel().useMemory
+    assert gathered.count() == pickled_batches(data)[0].count()  # the job that writes the copies
+    assert block_executors(sc, gathered) == {i: placed[g[0]] for i, g in enumerate(groups)}  # with their leaders
+    gathered.unpersist()
+    data.unpersist()

@@ -225,7 +225,7 @@ class ClassicBackend(SparkBackend):
         return JvmHadoopFileSystem(self.sc, uri)
 
     def gather(self, rdd: Any, n: int) -> Any:
-        return gathered(self.sc, self._as_json, rdd, n)
+        return gathered(self.sc, self._as_json, rdd, n, int(self.conf("spark.task.cpus", "1")))
 
     def __repr__(self) -> str:
         return f"ClassicBackend({self.master!r})"

@@ -4,20 +4,25 @@
 Spark's own coalescer groups partitions by host, so executors that share a host (or a cluster
 whose blocks sit on every host) read about half their share from another executor. Where the RDD
 is cached, its blocks are grouped here by the executor that holds them (Spark's
-``GroupedPartitionCoalescer``), so that each gathering task reads only its own executor's blocks;
-and the gathered copy is then kept in that executor's memory, as the byte arrays the blocks
-hold, when its free storage memory holds it ``MEMORY_MARGIN`` times over (no Java serialization,
-no file written and read back, and no cached block of the user's evicted for it).
+``GroupedPartitionCoalescer``): each group is led by a block of its own executor, where Spark
+then runs its gathering task (a coalesced partition goes where its first parent is) and keeps
+its copy, so the barrier stage finds every node's copy on an executor with a slot for it (two
+copies on an executor of one slot would hold the barrier stage for Spark's locality wait, 3 s).
+Blocks that do not split evenly by executor are evened out by moving the fewest: an executor
+keeps as many of its own as its groups hold, and its surplus fills the groups of executors short
+of a whole group. The gathered copy is kept in its executor's memory, as the byte arrays the
+blocks hold, when its free storage memory holds it ``MEMORY_MARGIN`` times over (no Java
+serialization, no file written and read back, and no cached block of the user's evicted for it).
 Otherwise the copy goes to the executors' local disks: grouped by executor when too little memory
-is free, else (not cached, or blocks that do not split evenly by executor) as Spark's coalescer
-groups the partitions.
+is free, else (not cached, or more groups than the executors holding blocks have slots for) as
+Spark's coalescer groups the partitions.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -36,35 +41,50 @@ class CachedBlocks:
     executors: dict[int, str]
     sizes: dict[int, int]
     free: dict[str, int]
+    slots: dict[str, int] = field(default_factory=dict)  # tasks each executor runs at once
 
 
-def executor_groups(executors: dict[int, str], partitions: int, n: int) -> list[list[int]] | None:
-    """``n`` groups of as many of the ``partitions`` each, every group's partitions cached on one
-    executor (``executors``: the executor of each cached partition); None when the blocks do not
-    split so: a partition not cached, or an executor holding a share that is not whole groups."""
-    if n < 1 or partitions % n or set(executors) != set(range(partitions)):
+def executor_groups(blocks: CachedBlocks, partitions: int, n: int) -> list[list[int]] | None:
+    """``n`` groups of as many of the ``partitions`` each, each led by a partition cached on its
+    group's own executor, no executor leading more groups than it has slots, each executor's
+    partitions kept in the groups it leads as far as they fill them; None when the blocks do not
+    allow it: a partition not cached, partitions that do not split into ``n`` equal groups, or too
+    few executors holding blocks, with too few slots, to lead ``n`` groups."""
+    if n < 1 or partitions % n or set(blocks.executors) != set(range(partitions)):
         return None
     size = partitions // n
-    by_executor: dict[str, list[int]] = {}
+    own: dict[str, list[int]] = {}
     for part in range(partitions):
-        by_executor.setdefault(executors[part], []).append(part)
-    if any(len(parts) % size for parts in by_executor.values()):
-        return None
-    return [parts[i:i + size] for parts in by_executor.values() for i in range(0, len(parts), size)]
+        own.setdefault(blocks.executors[part], []).append(part)
+    leads = {e: min(len(parts) // size, blocks.slots.get(e, 1)) for e, parts in own.items()}
+    while sum(leads.values()) < n:  # a group more, led by the executor with the most blocks left over
+        spare = [e for e, parts in own.items() if leads[e] < blocks.slots.get(e, 1) and len(parts) > leads[e] * size]
+        if not spare:
+            return None
+        leader = max(spare, key=lambda e: len(own[e]) - leads[e] * size)
+        leads[leader] += 1
+    groups = [own[e][i * size:(i + 1) * size] for e in own for i in range(leads[e])]
+    surplus = [part for e in own for part in own[e][leads[e] * size:]]
+    for group in groups:  # the groups short of a whole one take the other executors' surplus
+        while len(group) < size:
+            group.append(surplus.pop())
+    return groups
 
 
-def fits_in_memory(blocks: CachedBlocks) -> bool:
-    """Whether every executor's free storage memory holds its share of the blocks
+def fits_in_memory(blocks: CachedBlocks, groups: list[list[int]]) -> bool:
+    """Whether every executor's free storage memory holds the copies of the groups it leads
     ``MEMORY_MARGIN`` times over."""
     need: dict[str, int] = {}
-    for part, executor in blocks.executors.items():
-        need[executor] = need.get(executor, 0) + blocks.sizes[part]
+    for group in groups:
+        executor = blocks.executors[group[0]]
+        need[executor] = need.get(executor, 0) + sum(blocks.sizes[part] for part in group)
     return all(blocks.free.get(executor, 0) >= MEMORY_MARGIN * size for executor, size in need.items())
 
 
-def cached_blocks(sc: Any, as_json: Callable[[Any], Any], rdd_id: int) -> CachedBlocks | None:
+def cached_blocks(sc: Any, as_json: Callable[[Any], Any], rdd_id: int, task_cpus: int = 1) -> CachedBlocks | None:
     """Where the RDD ``rdd_id``'s cached blocks are (None when it has none), from the status store
-    (``as_json``: one of its objects as the JSON Spark's REST API serves, parsed)."""
+    (``as_json``: one of its objects as the JSON Spark's REST API serves, parsed), and each
+    executor's free storage memory and task slots (its cores over ``task_cpus``)."""
     store = sc._jsc.sc().statusStore()
     try:
         info = as_json(store.rdd(rdd_id))
@@ -77,12 +97,13 @@ def cached_blocks(sc: Any, as_json: Callable[[Any], Any], rdd_id: int) -> Cached
         if block.get("executors"):
             executors[part] = block["executors"][0]
             sizes[part] = int(block.get("memoryUsed", 0)) + int(block.get("diskUsed", 0))
-    free = {e["id"]: int(e["maxMemory"]) - int(e["memoryUsed"])
-            for e in as_json(store.executorList(True))}
-    return CachedBlocks(executors, sizes, free)
+    summaries = as_json(store.executorList(True))
+    free = {e["id"]: int(e["maxMemory"]) - int(e["memoryUsed"]) for e in summaries}
+    slots = {e["id"]: int(e["totalCores"]) // max(1, task_cpus) for e in summaries}
+    return CachedBlocks(executors, sizes, free, slots)
 
 
-def gathered(sc: Any, as_json: Callable[[Any], Any], batches: Any, n: int) -> Any:
+def gathered(sc: Any, as_json: Callable[[Any], Any], batches: Any, n: int, task_cpus: int = 1) -> Any:
     """``batches`` (an RDD of PySpark's pickled batches) coalesced into ``n`` partitions with no
     shuffle, persisted for a local checkpoint that the first job computing it writes: in the
     executors' memory or on their local disks."""
@@ -90,16 +111,16 @@ def gathered(sc: Any, as_json: Callable[[Any], Any], batches: Any, n: int) -> An
     from pyspark.serializers import NoOpSerializer
 
     jrdd, partitions = batches._jrdd, batches.getNumPartitions()
-    blocks = cached_blocks(sc, as_json, jrdd.id())
-    groups = executor_groups(blocks.executors, partitions, n) if blocks is not None else None
+    blocks = cached_blocks(sc, as_json, jrdd.id(), task_cpus)
+    groups = executor_groups(blocks, partitions, n) if blocks is not None else None
     coalesced = _grouped(sc, jrdd, groups) if groups is not None else None
-    memory = coalesced is not None and fits_in_memory(blocks)
+    memory = coalesced is not None and fits_in_memory(blocks, groups)
     gathered = RDD(coalesced if coalesced is not None else jrdd.coalesce(n, False), sc, NoOpSerializer())
     # in memory as the JVM's byte arrays: not serialized again, written to a file and read back
     gathered.persist(StorageLevel(False, True, False, True) if memory else StorageLevel.DISK_ONLY)
     gathered._jrdd.rdd().localCheckpoint()
     log.info("gathering %d partitions into %d: %s, %s", partitions, n,
-             "each from one executor's cached blocks" if coalesced is not None else "grouped by Spark's coalescer",
+             "each led by one executor's cached blocks" if coalesced is not None else "grouped by Spark's coalescer",
              "kept in memory" if memory else "on the executors' disks")
     return gathered
 
