@@ -35,13 +35,13 @@ MEMORY_MARGIN = 2.0
 @dataclass(frozen=True)
 class CachedBlocks:
     """Where an RDD's cached partitions are: the executor holding each partition's block, its
-    bytes (in memory and on disk), and each executor's free storage memory, as the status store
-    has them now."""
+    bytes (in memory and on disk), and each executor's free storage memory and task slots (tasks
+    it runs at once; 1 where not known), as the status store has them now."""
 
     executors: dict[int, str]
     sizes: dict[int, int]
     free: dict[str, int]
-    slots: dict[str, int] = field(default_factory=dict)  # tasks each executor runs at once
+    slots: dict[str, int] = field(default_factory=dict)
 
 
 def executor_groups(blocks: CachedBlocks, partitions: int, n: int) -> list[list[int]] | None:
