@@ -56,13 +56,17 @@ def executor_groups(blocks: CachedBlocks, partitions: int, n: int) -> list[list[
     own: dict[str, list[int]] = {}
     for part in range(partitions):
         own.setdefault(blocks.executors[part], []).append(part)
-    leads = {e: min(len(parts) // size, blocks.slots.get(e, 1)) for e, parts in own.items()}
+    slots = {e: blocks.slots.get(e, 1) for e in own}
+    leads = {e: min(len(parts) // size, slots[e]) for e, parts in own.items()}
+
+    def left_over(e: str) -> int:
+        return len(own[e]) - leads[e] * size
+
     while sum(leads.values()) < n:  # a group more, led by the executor with the most blocks left over
-        spare = [e for e, parts in own.items() if leads[e] < blocks.slots.get(e, 1) and len(parts) > leads[e] * size]
+        spare = [e for e in own if leads[e] < slots[e] and left_over(e) > 0]
         if not spare:
             return None
-        leader = max(spare, key=lambda e: len(own[e]) - leads[e] * size)
-        leads[leader] += 1
+        leads[max(spare, key=left_over)] += 1
     groups = [own[e][i * size:(i + 1) * size] for e in own for i in range(leads[e])]
     surplus = [part for e in own for part in own[e][leads[e] * size:]]
     for group in groups:  # the groups short of a whole one take the other executors' surplus
