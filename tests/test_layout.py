@@ -272,19 +272,19 @@ THIRD_PARTY_PRIVATES = {
     ("runtime/driver/spark/classic.py", "_jsc"): "pyspark: the JavaSparkContext (status tracker, job groups)",
     ("runtime/driver/spark/classic.py", "_jvm"): "pyspark: the py4j gateway's JVM view",
     ("runtime/driver/spark/classic.py", "_jdf"): "pyspark: a DataFrame's Java Dataset (its query plan)",
+    ("runtime/driver/spark/classic.py", "_jrdd"): "pyspark: an RDD's Java twin, coalesced where its blocks are",
     ("runtime/driver/spark/classic.py", "_active_spark_context"): "pyspark: the running SparkContext, unstarted",
     ("runtime/driver/spark/hadoopfs.py", "_jsc"): "pyspark: the JavaSparkContext (the Hadoop configuration)",
     ("runtime/driver/spark/hadoopfs.py", "_jvm"): "pyspark: the py4j gateway's JVM view (Hadoop's filesystems)",
     ("runtime/driver/spark/gather.py", "_jsc"): "pyspark: the JavaSparkContext (the status store's cached blocks)",
     ("runtime/driver/spark/gather.py", "_jvm"): "pyspark: the py4j gateway's JVM view (Spark's coalescers)",
-    ("runtime/driver/spark/gather.py", "_jrdd"): "pyspark: an RDD's Java twin, coalesced where its blocks are",
+    ("runtime/driver/spark/gather.py", "_jdf"): "pyspark: a DataFrame's Java Dataset (its session's cache)",
     ("runtime/driver/spark/connect.py", "_get_default_session"): "pyspark: the Connect session, none created",
-    # An RDD's rows are read (the sample), gathered and dealt out in the batches PySpark pickled them
-    # in (driver/feed/data.py, instage.py).
+    # An RDD's rows are read (the sample) and dealt out in the batches PySpark pickled them in
+    # (driver/feed/data.py).
     ("runtime/driver/feed/data.py", "_jrdd_deserializer"): "pyspark: how an RDD keeps its rows (pickled batches?)",
     ("runtime/driver/feed/data.py", "_reserialize"): "pyspark: an RDD's rows pickled in batches",
     ("runtime/driver/feed/data.py", "_jrdd"): "pyspark: an RDD's Java twin, read as the bytes it holds",
-    ("runtime/driver/feed/instage.py", "_jrdd"): "pyspark: an RDD's Java twin, coalesced and checkpointed in the JVM",
     # A node's child rebuilds its task's TaskContext, which pyspark builds from these only.
     ("runtime/node/taskcontext.py", "_resources"): "pyspark: TaskContext's resources",
     ("runtime/node/taskcontext.py", "_secret"): "pyspark: BarrierTaskContext's auth secret",

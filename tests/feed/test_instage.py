@@ -143,6 +143,67 @@ def test_partitions_that_split_evenly_are_gathered_to_the_nodes_without_a_shuffl
     cached.unpersist()
 
 
+def test_a_cached_dataframe_is_gathered_from_its_cache_without_a_shuffle(local_spark):
+    """A cached DataFrame whose cache's partitions split evenly over the nodes is fed from the
+    cache's own column batches, gathered whole to each node: a job that copies them, then the
+    barrier stage; no shuffle (before: its rows were dealt by one, 0.5 s of the F2 program)."""
+    sc = local_spark.sparkContext
+    df = local_spark.range(0, ROWS, numPartitions=4).selectExpr(
+        "id", "if(id % 7 = 0, null, cast(id as double) / 2) as x", "concat('r', id) as name").cache()
+    df.count()
+    stored = {info.id() for info in sc._jsc.sc().getRDDStorageInfo()}
+    run = Run(local_spark, nodes.datafeed_ids, {"whole": True}, 2, input_mode="spark").start(df, epochs=2)
+    run.wait(300)
+    expected = [(i, None if i % 7 == 0 else i / 2, f"r{i}") for i in range(ROWS)]
+    assert sorted(tuple(row) for rows in run.results.values() for row in rows) == sorted(expected * 2)
+    assert all(len(rows) == ROWS for rows in run.results.values())  # 2 epochs of 2 of the 4 partitions
+    assert stages_per_job(sc, run) == [1, 1]  # the copy's job, then the barrier stage
+    assert "gathered" in run.events.events(FeedPlanned)[0].detail
+    assert {info.id() for info in sc._jsc.sc().getRDDStorageInfo()} <= stored  # the copy let go of
+    df.unpersist()
+
+
+class OtherSpark:
+    """A DataFrame cache as a Spark whose internal API differs shows it: py4j raises on the call."""
+
+    def __init__(self, cache):
+        self.cache = cache
+
+    def cacheBuilder(self):  # noqa: N802 (the JVM's name)
+        return self.cache.cacheBuilder()
+
+    def output(self):
+        from py4j.protocol import Py4JError
+
+        raise Py4JError("An error occurred while calling o42.output. Trace: py4j.Py4JException: Method output([]) "
+                        "does not exist")
+
+
+def test_a_dataframes_gathered_copy_goes_to_disk_without_free_memory_and_a_cache_not_read_is_dealt(
+        local_spark, monkeypatch):
+    from tfos_notebook.runtime.driver.feed.instage import Gathered
+    from tfos_notebook.runtime.driver.spark import ClassicBackend, gather
+    from tfos_notebook.runtime.wire.feed.stage import FEED_KEY
+
+    backend = ClassicBackend.of(local_spark)
+    df = local_spark.range(0, ROWS, numPartitions=4).selectExpr("id", "array(id, -id) as pair").cache()
+    df.count()
+    assert backend.gatherable(df, 2) and not backend.gatherable(df, 3)  # 4 partitions over 2 nodes, not 3
+    assert not backend.gatherable(local_spark.range(0, ROWS, numPartitions=4), 2)  # not cached
+    monkeypatch.setattr(gather, "MEMORY_MARGIN", 1e12)  # no executor has that much free
+    frame, copy = backend.gather(df, 2)
+    level = copy.getStorageLevel()
+    assert (level.useDisk(), level.useMemory()) == (True, False)  # the column batches, serialized to disk
+    assert frame.rdd.getNumPartitions() == 2 and sorted(frame.collect()) == sorted(df.collect())
+    copy.unpersist(True)
+    persisted = local_spark.sparkContext._jsc.sc().getPersistentRDDs().size()
+    assert gather.gathered_frame(local_spark.sparkContext, backend._as_json, df, OtherSpark(gather.frame_cache(df)), 2) is None
+    assert local_spark.sparkContext._jsc.sc().getPersistentRDDs().size() == persisted  # its copy let go of
+    df.unpersist(blocking=True)
+    with Gathered(df, 2).attempt(backend) as data:  # the cache dropped since the run was planned
+        assert data.columns == ["id", "pair", FEED_KEY] and data.count() == ROWS
+
+
 def test_cached_blocks_are_grouped_by_the_executor_that_holds_them():
     from tfos_notebook.runtime.driver.spark.gather import CachedBlocks, executor_groups, fits_in_memory
 
@@ -288,14 +349,17 @@ def test_tfos_layout_with_a_gpu_per_task_feeds_each_node_on_its_own_gpu(standalo
 
 
 @pytest.mark.cluster
-@pytest.mark.parametrize("partitions,cached,how", [(3, False, "shuffle"), (4, False, "gathered"),
-                                                   (4, True, "gathered")])
-def test_tfos_program_runs_on_the_standalone_tfos_layout(standalone, partitions, cached, how):
+@pytest.mark.parametrize("kind,partitions,cached,how", [("rdd", 3, False, "shuffle"), ("rdd", 4, False, "gathered"),
+                                                        ("rdd", 4, True, "gathered"), ("df", 4, True, "gathered")])
+def test_tfos_program_runs_on_the_standalone_tfos_layout(standalone, kind, partitions, cached, how):
     """Each node's task on its own executor: the dealt or gathered rows cross executors (or, cached,
     each node gathers one executor's blocks, in its memory)."""
     sc = standalone.sparkContext
     data = sc.parallelize([(i,) for i in range(300)], partitions)
-    if cached:
+    if kind == "df":
+        data = standalone.range(0, 300, numPartitions=partitions).cache()
+        data.count()
+    elif cached:
         data = evenly_cached(data.map(lambda row: row))
     cluster = TFCluster.run(sc, nodes.datafeed_ids, {"batch": 50}, num_executors=2, input_mode=InputMode.SPARK,
                             preflight_wait=5)
@@ -309,6 +373,27 @@ def test_tfos_program_runs_on_the_standalone_tfos_layout(standalone, partitions,
     assert {info.id() for info in sc._jsc.sc().getRDDStorageInfo()} <= stored  # the copy let go of
     if cached:
         data.unpersist()
+
+
+@pytest.mark.cluster
+def test_a_cached_dataframe_is_gathered_from_its_own_executors_into_their_memory(standalone):
+    """A cached DataFrame's column batches are gathered as an RDD's blocks are: each node's share
+    led by a block of its own executor, the copies one on each executor, in its memory."""
+    from tfos_notebook.runtime.driver.spark import ClassicBackend
+    from tfos_notebook.runtime.driver.spark.gather import cache_batches, frame_cache
+
+    df = standalone.range(0, 400, numPartitions=4).selectExpr("id", "cast(id as float) as x").cache()
+    df.count()
+    batches = cache_batches(frame_cache(df))
+    placed = block_executors(standalone.sparkContext, batches)
+    frame, copy = ClassicBackend.of(standalone).gather(df, 2)
+    assert copy.getStorageLevel().useMemory()
+    groups = [list(p.parentsIndices()) for p in copy.rdd().partitions()]
+    assert sorted(sum(groups, [])) == [0, 1, 2, 3] and len({placed[g[0]] for g in groups}) == 2
+    assert sorted(frame.collect()) == sorted(df.collect())  # the job that writes the copies, then reads them
+    assert block_executors(standalone.sparkContext, copy) == {i: placed[g[0]] for i, g in enumerate(groups)}
+    copy.unpersist(True)
+    df.unpersist()
 
 
 def block_executors(sc, rdd) -> dict[int, str]:
@@ -338,7 +423,7 @@ def test_cached_partitions_are_gathered_from_their_own_executor_into_its_memory(
     data = evenly_cached(sc.parallelize(range(400), 4).map(lambda i: (i,)))
     placed = block_executors(sc, data)
     batches = pickled_batches(data)[0]
-    gathered = ClassicBackend.of(sc).gather(batches, 2)
+    gathered, _ = ClassicBackend.of(sc).gather(batches, 2)
     level = gathered.getStorageLevel()
     assert level.useMemory and level.deserialized  # the JVM's byte arrays, kept in memory
     groups = [list(p.parentsIndices()) for p in gathered._jrdd.rdd().partitions()]
@@ -349,7 +434,7 @@ def test_cached_partitions_are_gathered_from_their_own_executor_into_its_memory(
     gathered.unpersist()
     data.unpersist()
     # no cached blocks (or, likewise, too little free storage memory): Spark's coalescer, on disk
-    level = ClassicBackend.of(sc).gather(pickled_batches(sc.parallelize(range(400), 4))[0], 2).getStorageLevel()
+    level = ClassicBackend.of(sc).gather(pickled_batches(sc.parallelize(range(400), 4))[0], 2)[0].getStorageLevel()
     assert (level.useDisk, level.useMemory) == (True, False)
 
 
@@ -377,7 +462,7 @@ def test_cached_partitions_spread_unevenly_are_gathered_one_copy_per_executor(st
     placed = block_executors(sc, data)
     most = collections.Counter(placed.values()).most_common(1)[0][1]
     assert most > 3  # uneven, as arranged
-    gathered = ClassicBackend.of(sc).gather(pickled_batches(data)[0], 2)
+    gathered, _ = ClassicBackend.of(sc).gather(pickled_batches(data)[0], 2)
     groups = [list(p.parentsIndices()) for p in gathered._jrdd.rdd().partitions()]
     assert sorted(sum(groups, [])) == list(range(6)) and [len(g) for g in groups] == [3, 3]
     assert len({placed[g[0]] for g in groups}) == 2  # each led by another executor's block

@@ -187,7 +187,7 @@ class Run:
                 raise ConfigError(f"run {self.name} was already started (it is {self.state}): a run starts once; "
                                   "create a new one to launch again")
         if data is not None:
-            self.feeding.plan_in_stage(data, self.roles, predict, epochs, feed_timeout, keep, self.backend.partitions)
+            self.feeding.plan_in_stage(data, self.roles, predict, epochs, feed_timeout, keep, self.backend)
         with self._lock:
             self.outcome.started_at = time.monotonic()
             self.lifecycle.transition(RunState.RESERVING)

@@ -25,16 +25,15 @@ class RunFeeding:
         self.instage: InStageFeed | None = None
 
     def plan_in_stage(self, data: Any, roles: list[tuple[str, int]], predict: bool, epochs: int,
-                      feed_timeout: float, keep: list[str] | None, partitions: Callable[[Any], int]) -> InStageFeed:
-        """Plan ``start(data)``'s in-stage feed (raises ``ConfigError`` off ``input_mode="spark"``);
-        ``partitions(data)`` is how many partitions ``data`` has."""
+                      feed_timeout: float, keep: list[str] | None, backend: Any) -> InStageFeed:
+        """Plan ``start(data)``'s in-stage feed on the Spark ``backend`` (raises ``ConfigError`` off
+        ``input_mode="spark"``)."""
         if self.input_mode != "spark":
             raise ConfigError(f"run {self.name} reads its own data (input_mode={self.input_mode!r}): feeding "
                               "data needs Run(..., input_mode='spark')")
         from .instage import InStageFeed
 
-        self.instage = InStageFeed(data, roles, "infer" if predict else "train", epochs, feed_timeout, keep,
-                                   partitions(data))
+        self.instage = InStageFeed(data, roles, backend, "infer" if predict else "train", epochs, feed_timeout, keep)
         return self.instage
 
     def _feeder(self) -> Feeder:

@@ -76,76 +76,84 @@ def partition_keys(num_tasks: int, tasks: list[int]) -> list[int]:
     return [keys[t] for t in tasks]
 
 
-def spread(data: Any, roles: list[tuple[str, int]], partitions: int | None = None) -> tuple[Any, Any]:
+def spread(data: Any, roles: list[tuple[str, int]], backend: Any) -> tuple[Any, Any]:
     """``data`` as one partition per node, the rows dealt to the training nodes (chief, workers)
     and none to ps / evaluator nodes; and, for an RDD dealt out, the serializer of the batches of
     rows its partitions then hold (see ``Dealer``), else None.
 
-    Data that already has one partition per node (``partitions``, where the backend could tell
-    without a job), every node a training node, is taken as it is: no shuffle. An RDD whose
-    partitions split evenly over the nodes, every node training, is gathered whole partitions to a
-    node, without a shuffle (``Gathered``). Otherwise an RDD's rows go through the shuffle in the
-    batches PySpark pickled them in, not unpickled on the map side (``Dealer``); a DataFrame keeps
-    its columns plus ``FEED_KEY`` (the node tasks drop it), its rows dealt round-robin."""
+    Data that already has one partition per node (where ``backend`` can tell without a job), every
+    node a training node, is taken as it is: no shuffle. Where every node trains, an RDD whose
+    partitions split evenly over the nodes, or a cached DataFrame whose cache's partitions do, is
+    gathered whole partitions to a node, without a shuffle (``Gathered``). Otherwise an RDD's rows
+    go through the shuffle in the batches PySpark pickled them in, not unpickled on the map side
+    (``Dealer``), and a DataFrame's are dealt round-robin (``dealt_frame``)."""
     from pyspark import RDD
 
     n = len(roles)
     trainers = [t for t, (role, _) in enumerate(roles) if role in FOREGROUND_ROLES]
-    if len(trainers) == n and partitions == n:
+    all_train = len(trainers) == n
+    if all_train and backend.partitions(data) == n:
         return data, None
     if isinstance(data, RDD):
         batches, serializer = pickled_batches(data)
-        if len(trainers) == n and partitions and partitions % n == 0 and Gathered.even(batches, n):
+        if all_train and backend.gatherable(batches, n):
             return Gathered(batches, n), serializer
         dealt = batches.mapPartitionsWithIndex(Dealer(tuple(trainers), serializer)).partitionBy(n, _identity)
         return dealt.values(), serializer
+    if all_train and backend.gatherable(data, n):
+        return Gathered(data, n), None
+    return dealt_frame(data, n, trainers), None
+
+
+def dealt_frame(df: Any, n: int, trainers: list[int]) -> Any:
+    """``df`` as ``n`` partitions, its rows dealt round-robin by a shuffle to the ``trainers``'
+    partitions: its columns plus ``FEED_KEY`` (the node tasks drop it)."""
     # In SQL, not pyspark.sql.functions: each of those asks the JVM for the caller's stack (and the
     # first imports IPython for it, 0.4 s in a script).
     keys = ", ".join(map(str, partition_keys(n, trainers)))
     deal = f"element_at(array({keys}), cast(monotonically_increasing_id() % {len(trainers)} as int) + 1)"
-    return data.selectExpr("*", f"{deal} as {FEED_KEY}").repartition(n, FEED_KEY), None
+    return df.selectExpr("*", f"{deal} as {FEED_KEY}").repartition(n, FEED_KEY)
 
 
 class Gathered:
-    """An RDD's partitions gathered into one per node with no shuffle: Spark's ``coalesce`` (in
-    the JVM) hands each node whole partitions, as PySpark's pickled batches. A barrier stage may
-    not span RDDs of other partition counts than its own, so each attempt first copies the
-    gathered partitions into a local checkpoint (one job, in the JVM alone when Spark holds the
-    data, cached or from ``parallelize``), which cuts that lineage, and the barrier stage reads
-    them. Where the RDD is cached, each node gets the blocks of one executor, and the copy stays in
-    that executor's memory when its free storage memory holds it twice over; otherwise it goes to
-    the executors' local disks (see ``spark/gather.py``): either way the user's cached blocks are
-    not evicted for it. About 3x cheaper than dealing the rows through a shuffle (Python on the
-    map side, serialization and compression, a fetch). Whole partitions are only as even as the
-    partitions are, so this is taken only when they split evenly over the nodes (``even``). A lost
-    executor takes its blocks with it: every attempt gathers again (``attempt``), and lets go of
-    its copy when its stage ends."""
+    """Data gathered into one partition per node with no shuffle: Spark's ``coalesce`` (in the
+    JVM) hands each node whole partitions of an RDD, as PySpark's pickled batches, or of a cached
+    DataFrame's cache, as the column batches Spark SQL keeps it in (read back into rows as the
+    cache's own scan reads them). A barrier stage may not span RDDs of other partition counts than
+    its own, so each attempt first copies the gathered partitions into a local checkpoint (one job,
+    in the JVM alone when Spark holds the data), which cuts that lineage, and the barrier stage
+    reads them. Where the data is cached, each node gets the blocks of one executor, and the copy
+    stays in that executor's memory when its free storage memory holds it twice over; otherwise it
+    goes to the executors' local disks (see ``spark/gather.py``): either way the user's cached
+    blocks are not evicted for it. About 3x cheaper than dealing the rows through a shuffle (for
+    an RDD: Python on the map side, serialization and compression, a fetch). Whole partitions are
+    only as even as the partitions are, so this is taken only when they split evenly over the
+    nodes (the backend's ``gatherable``). A lost executor takes its blocks with it: every attempt
+    gathers again (``attempt``), and lets go of its copy when its stage ends; a DataFrame whose
+    cache was dropped since (or whose Spark reads its cache otherwise) is dealt by a shuffle."""
 
-    def __init__(self, batches: Any, n: int) -> None:
-        self.batches, self.n = batches, n
-
-    @staticmethod
-    def even(batches: Any, n: int) -> bool:
-        """Whether Spark's coalescer gives every one of ``n`` nodes as many partitions (planned on
-        the driver, no job)."""
-        groups = [len(p.parentsIndices()) for p in batches._jrdd.coalesce(n, False).rdd().partitions()]
-        return len(set(groups)) == 1
+    def __init__(self, data: Any, n: int) -> None:
+        self.data, self.n = data, n
 
     @contextmanager
     def attempt(self, backend: Any) -> Iterator[Any]:
-        """The gathered RDD of one partition per node (its records: pickled batches of rows),
-        copied until the block ends."""
-        gathered = backend.gather(self.batches, self.n)
+        """What one attempt's barrier stage runs over (its partitions: one per node, copied until
+        the block ends)."""
+        gathered = backend.gather(self.data, self.n)
+        if gathered is None:  # a DataFrame whose cache was dropped since the run was planned
+            yield dealt_frame(self.data, self.n, list(range(self.n)))
+            return
+        data, copy = gathered
         try:
-            gathered._jrdd.count()  # writes the checkpoint
-            yield gathered
+            copy.count()  # writes the checkpoint
+            yield data
         finally:
-            gathered.unpersist()
+            copy.unpersist(False)
 
 
 @contextmanager
 def _stage_data(spread: Any, backend: Any) -> Iterator[Any]:
-    """What one attempt's barrier stage runs over (a ``Gathered`` RDD gathered for that attempt)."""
+    """What one attempt's barrier stage runs over (a ``Gathered`` one's copy, for that attempt)."""
     if isinstance(spread, Gathered):
         with spread.attempt(backend) as gathered:
             yield gathered
@@ -189,11 +197,12 @@ def collect_outputs(kind: str, outputs: list) -> tuple[list[dict], list]:
 
 
 class InStageFeed:
-    """The driver's side of feeding ``data`` in-stage to a run's nodes: the spread data the barrier
-    stage runs over, the nodes' part (``spec``), and what the stage returned."""
+    """The driver's side of feeding ``data`` in-stage to a run's nodes (on the Spark ``backend``):
+    the spread data the barrier stage runs over, the nodes' part (``spec``), and what the stage
+    returned."""
 
-    def __init__(self, data: Any, roles: list[tuple[str, int]], mode: str = "train", epochs: int = 1,
-                 timeout: float = 600.0, keep: list[str] | None = None, partitions: int | None = None) -> None:
+    def __init__(self, data: Any, roles: list[tuple[str, int]], backend: Any, mode: str = "train", epochs: int = 1,
+                 timeout: float = 600.0, keep: list[str] | None = None) -> None:
         from pyspark import RDD
 
         if mode not in ("train", "infer"):
@@ -202,7 +211,7 @@ class InStageFeed:
             raise FeedError("keep= names DataFrame columns; an RDD's predictions come one per row")
         self.data, self.roles = data, roles
         spec = instage_for(data, mode, epochs, timeout, keep)
-        self.spread, dealt = spread(data, roles, partitions)
+        self.spread, dealt = spread(data, roles, backend)
         self.spec = replace(spec, dealt=dealt)
         self.summaries: list[dict] = []
         self.batches: list = []

@@ -251,10 +251,16 @@ class SparkBackend(ABC):
         running a Spark job; None where it is not (here: always)."""
         return None
 
-    def gather(self, rdd: Any, n: int) -> Any:
-        """``rdd`` (of pickled batches) coalesced into ``n`` partitions with no shuffle and marked
-        for a local checkpoint, which the first job computing it writes, in the executors' memory
-        or on their disks (its storage level says which). Only a backend with RDDs has it."""
+    def gatherable(self, data: Any, n: int) -> bool:
+        """Whether ``data`` (an RDD of pickled batches, or a DataFrame) can be gathered into ``n``
+        partitions, as many whole ones to each, with no shuffle (:meth:`gather`); here, never."""
+        return False
+
+    def gather(self, data: Any, n: int) -> tuple[Any, Any] | None:
+        """``data`` coalesced into ``n`` partitions with no shuffle into a copy marked for a local
+        checkpoint, which the first job computing it writes, in the executors' memory or on their
+        disks: what a barrier stage runs over (an RDD of the pickled batches, or a DataFrame
+        reading the copy) and the copy (a JavaRDD); None for a DataFrame it cannot gather after all."""
         raise NotImplementedError(f"{type(self).__name__} has no RDDs to gather")
 
     # -- storage -----------------------------------------------------------------------------

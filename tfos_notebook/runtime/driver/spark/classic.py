@@ -1,7 +1,7 @@
 """The Spark backend on a SparkContext (a classic session: local, standalone, YARN, Kubernetes,
 Databricks single-user clusters).
 
-This module (with ``gather.py``, an RDD's partitions gathered where its blocks are, and
+This module (with ``gather.py``, data gathered where its cached blocks are, and
 ``hadoopfs.py``, the Hadoop filesystems) is the only one in the package that reaches into the
 SparkContext's JVM: the status store (executors, failed task attempts), the scheduler's free slots,
 job groups and the Hadoop configuration.
@@ -25,7 +25,7 @@ from .backend import (
     barrier_task_context,
     is_connect,
 )
-from .gather import gathered
+from .gather import cache_batches, evenly_coalesced, frame_cache, gathered, gathered_frame
 from .hadoopfs import JvmHadoopFileSystem
 
 log = logging.getLogger(__name__)
@@ -224,8 +224,24 @@ class ClassicBackend(SparkBackend):
     def hadoop_fs(self, uri: str) -> JvmHadoopFileSystem:
         return JvmHadoopFileSystem(self.sc, uri)
 
-    def gather(self, rdd: Any, n: int) -> Any:
-        return gathered(self.sc, self._as_json, rdd, n, int(self.conf("spark.task.cpus", "1")))
+    def gatherable(self, data: Any, n: int) -> bool:
+        from pyspark import RDD
+
+        if isinstance(data, RDD):
+            return evenly_coalesced(data._jrdd, n)
+        cache = frame_cache(data)
+        return cache is not None and evenly_coalesced(cache_batches(cache), n)
+
+    def gather(self, data: Any, n: int) -> tuple[Any, Any] | None:
+        from pyspark import RDD
+        from pyspark.serializers import NoOpSerializer
+
+        task_cpus = int(self.conf("spark.task.cpus", "1"))
+        if isinstance(data, RDD):
+            copy = gathered(self.sc, self._as_json, data._jrdd, n, task_cpus)
+            return RDD(copy, self.sc, NoOpSerializer()), copy
+        cache = frame_cache(data)
+        return None if cache is None else gathered_frame(self.sc, self._as_json, data, cache, n, task_cpus)
 
     def __repr__(self) -> str:
         return f"ClassicBackend({self.master!r})"

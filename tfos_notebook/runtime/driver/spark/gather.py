@@ -1,8 +1,10 @@
-"""An RDD's partitions gathered into one per node in the JVM, for the in-stage feed's ``Gathered``
-(``driver/feed/instage.py``).
+"""Data gathered into one partition per node in the JVM, for the in-stage feed's ``Gathered``
+(``driver/feed/instage.py``): an RDD's partitions (PySpark's pickled batches), or a cached
+DataFrame's cache (the column batches Spark SQL keeps it in, read back into rows as the cache's
+own scan reads them: no shuffle, and the DataFrame's plan is not run again).
 
 Spark's own coalescer groups partitions by host, so executors that share a host (or a cluster
-whose blocks sit on every host) read about half their share from another executor. Where the RDD
+whose blocks sit on every host) read about half their share from another executor. Where the data
 is cached, its blocks are grouped here by the executor that holds them (Spark's
 ``GroupedPartitionCoalescer``): each group is led by a block of its own executor, where Spark
 then runs its gathering task (a coalesced partition goes where its first parent is) and keeps
@@ -10,12 +12,12 @@ its copy, so the barrier stage finds every node's copy on an executor with a slo
 copies on an executor of one slot would hold the barrier stage for Spark's locality wait, 3 s).
 Blocks that do not split evenly by executor are evened out by moving the fewest: an executor
 keeps as many of its own as its groups hold, and its surplus fills the groups of executors short
-of a whole group. The gathered copy is kept in its executor's memory, as the byte arrays the
-blocks hold, when its free storage memory holds it ``MEMORY_MARGIN`` times over (no Java
-serialization, no file written and read back, and no cached block of the user's evicted for it).
-Otherwise the copy goes to the executors' local disks: grouped by executor when too little memory
-is free, else (not cached, or more groups than the executors holding blocks have slots for) as
-Spark's coalescer groups the partitions.
+of a whole group. The gathered copy is kept in its executor's memory, as the objects the blocks
+hold (byte arrays, or column batches), when its free storage memory holds it ``MEMORY_MARGIN``
+times over (no serialization, no file written and read back, and no cached block of the user's
+evicted for it). Otherwise the copy goes to the executors' local disks: grouped by executor when
+too little memory is free, else (not cached, or more groups than the executors holding blocks
+have slots for) as Spark's coalescer groups the partitions.
 """
 
 from __future__ import annotations
@@ -107,26 +109,69 @@ def cached_blocks(sc: Any, as_json: Callable[[Any], Any], rdd_id: int, task_cpus
     return CachedBlocks(executors, sizes, free, slots)
 
 
-def gathered(sc: Any, as_json: Callable[[Any], Any], batches: Any, n: int, task_cpus: int = 1) -> Any:
-    """``batches`` (an RDD of PySpark's pickled batches) coalesced into ``n`` partitions with no
-    shuffle, persisted for a local checkpoint that the first job computing it writes: in the
-    executors' memory or on their local disks."""
-    from pyspark import RDD, StorageLevel
-    from pyspark.serializers import NoOpSerializer
+def evenly_coalesced(jrdd: Any, n: int) -> bool:
+    """Whether ``jrdd`` (a JavaRDD) has partitions that split evenly over ``n`` nodes and that
+    Spark's coalescer gives every node as many of (planned on the driver, no job)."""
+    if jrdd.getNumPartitions() % n:
+        return False
+    return len({len(p.parentsIndices()) for p in jrdd.coalesce(n, False).rdd().partitions()}) == 1
 
-    jrdd, partitions = batches._jrdd, batches.getNumPartitions()
+
+def gathered(sc: Any, as_json: Callable[[Any], Any], jrdd: Any, n: int, task_cpus: int = 1) -> Any:
+    """``jrdd`` (a JavaRDD: PySpark's pickled batches, or a cache's column batches) coalesced into
+    ``n`` partitions with no shuffle, persisted for a local checkpoint that the first job computing
+    it writes: in the executors' memory (as the objects the blocks hold, serialized again nowhere)
+    or on their local disks. A JavaRDD."""
+    partitions = jrdd.getNumPartitions()
     blocks = cached_blocks(sc, as_json, jrdd.id(), task_cpus)
     groups = executor_groups(blocks, partitions, n) if blocks is not None else None
     coalesced = _grouped(sc, jrdd, groups) if groups is not None else None
     memory = coalesced is not None and fits_in_memory(blocks, groups)
-    gathered = RDD(coalesced if coalesced is not None else jrdd.coalesce(n, False), sc, NoOpSerializer())
-    # in memory as the JVM's byte arrays: not serialized again, written to a file and read back
-    gathered.persist(StorageLevel(False, True, False, True) if memory else StorageLevel.DISK_ONLY)
-    gathered._jrdd.rdd().localCheckpoint()
+    copy = coalesced if coalesced is not None else jrdd.coalesce(n, False)
+    levels = sc._jvm.org.apache.spark.storage.StorageLevel
+    copy.persist(levels.MEMORY_ONLY() if memory else levels.DISK_ONLY())
+    copy.rdd().localCheckpoint()
     log.info("gathering %d partitions into %d: %s, %s", partitions, n,
              "each led by one executor's cached blocks" if coalesced is not None else "grouped by Spark's coalescer",
              "kept in memory" if memory else "on the executors' disks")
-    return gathered
+    return copy
+
+
+def frame_cache(df: Any) -> Any | None:
+    """The cache that holds ``df`` whole (Spark SQL's ``InMemoryRelation``, the one ``df.cache()``
+    made), or None: ``df`` is not cached as it is, or this Spark has no such internal API."""
+    try:
+        cached = df._jdf.sparkSession().sharedState().cacheManager().lookupCachedData(df._jdf)
+        return cached.get().cachedRepresentation() if cached.isDefined() else None
+    except Exception as e:
+        log.debug("cannot look up the DataFrame's cache (%s): its rows are dealt by a shuffle", e)
+        return None
+
+
+def cache_batches(cache: Any) -> Any:
+    """A DataFrame cache's column batches (Spark SQL's ``CachedBatch`` blocks), as a JavaRDD."""
+    buffers = cache.cacheBuilder().cachedColumnBuffers()
+    return buffers.toJavaRDD()
+
+
+def gathered_frame(sc: Any, as_json: Callable[[Any], Any], df: Any, cache: Any, n: int,
+                   task_cpus: int = 1) -> tuple[Any, Any] | None:
+    """``df``, held whole by ``cache``, as ``n`` partitions gathered from the cache's own column
+    batches (``gathered``): the DataFrame that reads the copy (rows made from its batches as the
+    cache's scan makes them), and the copy; None (logged, the copy let go of) where this Spark's
+    internal API differs."""
+    from pyspark.sql import DataFrame
+
+    copy = gathered(sc, as_json, cache_batches(cache), n, task_cpus)
+    try:
+        jsession, output = df._jdf.sparkSession(), cache.output()
+        rows = cache.cacheBuilder().serializer().convertCachedBatchToInternalRow(
+            copy.rdd(), output, output, jsession.sessionState().conf())
+        return DataFrame(jsession.internalCreateDataFrame(rows, df._jdf.schema(), False), df.sparkSession), copy
+    except Exception as e:
+        copy.unpersist(False)
+        log.warning("cannot read the cached DataFrame's batches back (%s): its rows are dealt by a shuffle", e)
+        return None
 
 
 def _grouped(sc: Any, jrdd: Any, groups: list[list[int]]) -> Any | None:
