@@ -325,14 +325,19 @@ def test_tfos_rdd_inference_gives_one_result_per_row_with_as_many_slots_as_nodes
     assert sum(cluster.run_handle.results.values()) == ROWS
 
 
-def test_dataframe_inference_keeps_columns_beside_each_prediction(local_spark):
-    df = local_spark.range(0, ROWS, numPartitions=3).selectExpr("id", "array(id * 1d, id * 2d) as x")
+@pytest.mark.parametrize("cached,how", [(False, "shuffle"), (True, "gathered")])
+def test_dataframe_inference_keeps_columns_beside_each_prediction(local_spark, cached, how):
+    df = local_spark.range(0, ROWS, numPartitions=4 if cached else 3).selectExpr("id", "array(id * 1d, id * 2d) as x")
+    if cached:
+        df.cache().count()
     run = Run(local_spark, nodes.predict_sum, {"batch": 64}, 2, input_mode="spark")
     out = run.start(df, predict=True, keep=["id"]).predictions()
     rows = out.collect()
     assert out.columns[0] == "id" and len(rows) == ROWS
     assert all(r[1] == 3.0 * r.id for r in rows)
     assert sorted(r.id for r in rows) == list(range(ROWS))
+    assert how in run.events.events(FeedPlanned)[0].detail
+    df.unpersist()
 
 
 @pytest.mark.cluster
