@@ -278,7 +278,8 @@ THIRD_PARTY_PRIVATES = {
     ("runtime/driver/spark/hadoopfs.py", "_jvm"): "pyspark: the py4j gateway's JVM view (Hadoop's filesystems)",
     ("runtime/driver/spark/gather.py", "_jsc"): "pyspark: the JavaSparkContext (the status store's cached blocks)",
     ("runtime/driver/spark/gather.py", "_jvm"): "pyspark: the py4j gateway's JVM view (Spark's coalescers)",
-    ("runtime/driver/spark/gather.py", "_jdf"): "pyspark: a DataFrame's Java Dataset (its session's cache)",
+    ("runtime/driver/spark/frames.py", "_jdf"): "pyspark: a DataFrame's Java Dataset (its session, its cache)",
+    ("runtime/driver/spark/frames.py", "_jvm"): "pyspark: the py4j gateway's JVM view (a Dataset of a plan)",
     ("runtime/driver/spark/connect.py", "_get_default_session"): "pyspark: the Connect session, none created",
     # An RDD's rows are read (the sample) and dealt out in the batches PySpark pickled them in
     # (driver/feed/data.py).

@@ -122,6 +122,26 @@ def test_a_dataframes_sample_row_is_each_nodes_own_first_row_and_no_job_reads_on
     assert store.jobsList(None).size() - jobs == 1  # the gang's alone
 
 
+def test_a_dataframes_arrow_schema_is_made_by_pyspark_35s_converter_too(local_spark, monkeypatch):
+    """pyspark 3.5's ``to_arrow_schema`` takes the schema alone (4.0 added its time zone and large
+    types): the schema is made with what the converter takes, with no job. Failed before (seen on a
+    pyspark 3.5.9 venv): the call raised, and the fallback, ``toArrow`` of one row, is a job where
+    it exists and missing in 3.5, so no DataFrame could be fed in-stage. 3.5's converter is stood
+    in for here; its JVM is not in this suite."""
+    import pyspark.sql.pandas.types as types
+
+    from tfos_notebook.runtime.driver.feed.data import DataSample
+
+    converter = types.to_arrow_schema
+    monkeypatch.setattr(types, "to_arrow_schema", lambda schema: converter(schema))
+    df = local_spark.range(0, 3).selectExpr("id", "array(cast(id as double)) as x")
+    store = local_spark.sparkContext._jsc.sc().statusStore()
+    jobs = store.jobsList(None).size()
+    sample = DataSample.of(df, df_row=False)
+    assert sample.schema.names == ["id", "x"] and sample.sample is None
+    assert store.jobsList(None).size() == jobs
+
+
 def stages_per_job(sc, run: Run) -> list[int]:
     tracker = sc.statusTracker()
     return sorted(len(tracker.getJobInfo(job).stageIds) for job in tracker.getJobIdsForGroup(run.job_group))
@@ -182,7 +202,7 @@ class OtherSpark:
 def test_a_dataframes_gathered_copy_goes_to_disk_without_free_memory_and_a_cache_not_read_is_dealt(
         local_spark, monkeypatch):
     from tfos_notebook.runtime.driver.feed.instage import Gathered
-    from tfos_notebook.runtime.driver.spark import ClassicBackend, gather
+    from tfos_notebook.runtime.driver.spark import ClassicBackend, frames, gather
     from tfos_notebook.runtime.wire.feed.stage import FEED_KEY
 
     backend = ClassicBackend.of(local_spark)
@@ -197,7 +217,7 @@ def test_a_dataframes_gathered_copy_goes_to_disk_without_free_memory_and_a_cache
     assert frame.rdd.getNumPartitions() == 2 and sorted(frame.collect()) == sorted(df.collect())
     copy.unpersist(True)
     persisted = local_spark.sparkContext._jsc.sc().getPersistentRDDs().size()
-    assert gather.gathered_frame(local_spark.sparkContext, backend._as_json, df, OtherSpark(gather.frame_cache(df)), 2) is None
+    assert frames.gathered_frame(local_spark.sparkContext, backend._as_json, df, OtherSpark(frames.frame_cache(df)), 2) is None
     assert local_spark.sparkContext._jsc.sc().getPersistentRDDs().size() == persisted  # its copy let go of
     df.unpersist(blocking=True)
     with Gathered(df, 2).attempt(backend) as data:  # the cache dropped since the run was planned
@@ -385,7 +405,7 @@ def test_a_cached_dataframe_is_gathered_from_its_own_executors_into_their_memory
     """A cached DataFrame's column batches are gathered as an RDD's blocks are: each node's share
     led by a block of its own executor, the copies one on each executor, in its memory."""
     from tfos_notebook.runtime.driver.spark import ClassicBackend
-    from tfos_notebook.runtime.driver.spark.gather import cache_batches, frame_cache
+    from tfos_notebook.runtime.driver.spark.frames import cache_batches, frame_cache
 
     df = standalone.range(0, 400, numPartitions=4).selectExpr("id", "cast(id as float) as x").cache()
     df.count()

@@ -150,7 +150,7 @@ def test_a_dataframe_for_a_barrier_stage_comes_in_batches_of_at_most_the_feeds_b
     the barrier stage's copy of the DataFrame is batched by bytes, in a copy of the session: the
     user's own setting is left as it was, a smaller one of theirs is kept, and the cached data is
     what the stage reads."""
-    from tfos_notebook.runtime.driver.spark.classic import batched_by_bytes
+    from tfos_notebook.runtime.driver.spark.frames import batched_by_bytes
 
     key = "spark.sql.execution.arrow.maxBytesPerBatch"
     df = local_spark.range(0, 12000, numPartitions=1).selectExpr(
@@ -172,3 +172,26 @@ def test_a_dataframe_for_a_barrier_stage_comes_in_batches_of_at_most_the_feeds_b
     finally:
         local_spark.conf.set(key, before)
         df.unpersist()
+
+
+class Spark35Conf:
+    """A session conf as pyspark 3.5 shows it through py4j: Spark 4.0 added the setting."""
+
+    def arrowMaxBytesPerBatch(self):  # noqa: N802 (the JVM's name)
+        from py4j.protocol import Py4JError
+
+        raise Py4JError("An error occurred while calling o127.arrowMaxBytesPerBatch. Trace:\n"
+                        "py4j.Py4JException: Method arrowMaxBytesPerBatch([]) does not exist")
+
+
+def test_a_spark_without_batches_by_bytes_hands_the_barrier_stage_its_own_batches():
+    """On a Spark before 4.0 the barrier stage takes the DataFrame as it is. Failed before: every
+    DataFrame fed in-stage on pyspark 3.5 raised py4j's error above (seen on a pyspark 3.5.9 venv);
+    a Spark 3.5 JVM is not in this suite, so its session is stood in for here."""
+    from types import SimpleNamespace
+
+    from tfos_notebook.runtime.driver.spark.frames import batched_by_bytes
+
+    session = SimpleNamespace(sessionState=lambda: SimpleNamespace(conf=Spark35Conf))
+    df = SimpleNamespace(_jdf=SimpleNamespace(sparkSession=lambda: session))
+    assert batched_by_bytes(df, 1 << 20) is df

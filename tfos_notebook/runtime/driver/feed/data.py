@@ -109,12 +109,17 @@ def _first_row(df: Any, read: bool = True) -> tuple[pa.RecordBatch | None, pa.Sc
     the row is read with ``take(1)``, a job of one task, and made Arrow here with the schema
     Spark's own Arrow conversion gives the DataFrame (``toArrow`` of a limit would scan every
     partition)."""
+    import inspect
+
     from pyspark.sql.pandas.types import to_arrow_schema
 
     rows = df.take(1) if read else []
-    large = df.sparkSession.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false") == "true"
+    options = {}
+    if "prefers_large_types" in inspect.signature(to_arrow_schema).parameters:  # pyspark 4; 3.5 has neither
+        large = df.sparkSession.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false") == "true"
+        options = {"timezone": "UTC", "prefers_large_types": large}
     try:
-        schema = to_arrow_schema(df.schema, timezone="UTC", prefers_large_types=large)
+        schema = to_arrow_schema(df.schema, **options)
         return (pa.RecordBatch.from_pylist([rows[0].asDict(recursive=True)], schema=schema) if rows else None), schema
     except (TypeError, ValueError, pa.ArrowException):  # a type only Spark's JVM turns into Arrow
         table = df.limit(1).toArrow()

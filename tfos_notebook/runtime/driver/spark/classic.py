@@ -1,10 +1,10 @@
 """The Spark backend on a SparkContext (a classic session: local, standalone, YARN, Kubernetes,
 Databricks single-user clusters).
 
-This module (with ``gather.py``, data gathered where its cached blocks are, and
-``hadoopfs.py``, the Hadoop filesystems) is the only one in the package that reaches into the
-SparkContext's JVM: the status store (executors, failed task attempts), the scheduler's free slots,
-job groups and the Hadoop configuration.
+This module (with ``gather.py``, data gathered where its cached blocks are, ``frames.py``, a
+DataFrame as the barrier stage reads it, and ``hadoopfs.py``, the Hadoop filesystems) is the only
+one in the package that reaches into the SparkContext's JVM: the status store (executors, failed
+task attempts), the scheduler's free slots, job groups and the Hadoop configuration.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ from .backend import (
     barrier_task_context,
     is_connect,
 )
-from .gather import cache_batches, evenly_coalesced, frame_cache, gathered, gathered_frame
+from .frames import batched_by_bytes, cache_batches, frame_cache, gathered_frame
+from .gather import evenly_coalesced, gathered
 from .hadoopfs import JvmHadoopFileSystem
 
 log = logging.getLogger(__name__)
@@ -245,23 +246,6 @@ class ClassicBackend(SparkBackend):
 
     def __repr__(self) -> str:
         return f"ClassicBackend({self.master!r})"
-
-
-def batched_by_bytes(df: Any, max_bytes: int) -> Any:
-    """``df`` planned in a copy of its session whose Arrow batches for Python hold at most
-    ``max_bytes`` (``spark.sql.execution.arrow.maxBytesPerBatch``; a smaller one of the user's is
-    kept), so that a barrier ``mapInArrow`` over it hands its tasks batches of the size a node's
-    feed sends on, not of 10,000 rows whatever their width (31 MB of 784-float rows, gigabytes
-    of images): the first rows reach the node sooner, and a task holds one such batch at a time.
-    The user's session and its settings are left as they are; the copy shares its cache."""
-    from pyspark.sql import DataFrame
-
-    key = "spark.sql.execution.arrow.maxBytesPerBatch"
-    jdf = df._jdf
-    session = jdf.sparkSession().cloneSession()
-    session.conf().set(key, str(min(session.sessionState().conf().arrowMaxBytesPerBatch(), max_bytes)))
-    rebound = df.sparkSession._jvm.org.apache.spark.sql.classic.Dataset.ofRows(session, jdf.logicalPlan())
-    return DataFrame(rebound, df.sparkSession)
 
 
 def _context_of(spark: Any) -> Any:

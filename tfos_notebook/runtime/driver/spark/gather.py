@@ -1,7 +1,6 @@
 """Data gathered into one partition per node in the JVM, for the in-stage feed's ``Gathered``
 (``driver/feed/instage.py``): an RDD's partitions (PySpark's pickled batches), or a cached
-DataFrame's cache (the column batches Spark SQL keeps it in, read back into rows as the cache's
-own scan reads them: no shuffle, and the DataFrame's plan is not run again).
+DataFrame's cache (its column batches, see ``frames.py``).
 
 Spark's own coalescer groups partitions by host, so executors that share a host (or a cluster
 whose blocks sit on every host) read about half their share from another executor. Where the data
@@ -135,43 +134,6 @@ def gathered(sc: Any, as_json: Callable[[Any], Any], jrdd: Any, n: int, task_cpu
              "each led by one executor's cached blocks" if coalesced is not None else "grouped by Spark's coalescer",
              "kept in memory" if memory else "on the executors' disks")
     return copy
-
-
-def frame_cache(df: Any) -> Any | None:
-    """The cache that holds ``df`` whole (Spark SQL's ``InMemoryRelation``, the one ``df.cache()``
-    made), or None: ``df`` is not cached as it is, or this Spark has no such internal API."""
-    try:
-        cached = df._jdf.sparkSession().sharedState().cacheManager().lookupCachedData(df._jdf)
-        return cached.get().cachedRepresentation() if cached.isDefined() else None
-    except Exception as e:
-        log.debug("cannot look up the DataFrame's cache (%s): its rows are dealt by a shuffle", e)
-        return None
-
-
-def cache_batches(cache: Any) -> Any:
-    """A DataFrame cache's column batches (Spark SQL's ``CachedBatch`` blocks), as a JavaRDD."""
-    buffers = cache.cacheBuilder().cachedColumnBuffers()
-    return buffers.toJavaRDD()
-
-
-def gathered_frame(sc: Any, as_json: Callable[[Any], Any], df: Any, cache: Any, n: int,
-                   task_cpus: int = 1) -> tuple[Any, Any] | None:
-    """``df``, held whole by ``cache``, as ``n`` partitions gathered from the cache's own column
-    batches (``gathered``): the DataFrame that reads the copy (rows made from its batches as the
-    cache's scan makes them), and the copy; None (logged, the copy let go of) where this Spark's
-    internal API differs."""
-    from pyspark.sql import DataFrame
-
-    copy = gathered(sc, as_json, cache_batches(cache), n, task_cpus)
-    try:
-        jsession, output = df._jdf.sparkSession(), cache.output()
-        rows = cache.cacheBuilder().serializer().convertCachedBatchToInternalRow(
-            copy.rdd(), output, output, jsession.sessionState().conf())
-        return DataFrame(jsession.internalCreateDataFrame(rows, df._jdf.schema(), False), df.sparkSession), copy
-    except Exception as e:
-        copy.unpersist(False)
-        log.warning("cannot read the cached DataFrame's batches back (%s): its rows are dealt by a shuffle", e)
-        return None
 
 
 def _grouped(sc: Any, jrdd: Any, groups: list[list[int]]) -> Any | None:
