@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from ...wire.feed.codec import schema_for_sample
 from ...wire.feed.tasks import InferFeed
 from ..errors import FeedError
+from .data import DataSample
 
 if TYPE_CHECKING:
     from ...wire.channel import RunSecret
@@ -66,10 +67,10 @@ def _prediction_schema(secret: RunSecret, data, schema: Any, addresses, feed_tim
         return data.sparkSession.createDataFrame([], schema).schema
     if schema is not None:
         raise FeedError(f"schema must be a DDL string or a StructType, got {type(schema).__name__}")
-    first = data.limit(1).toArrow()
-    if not first.num_rows:
+    first = DataSample.of(data).sample  # a one-row job (pyspark 3.5 has no DataFrame.toArrow)
+    if first is None:
         raise FeedError("the DataFrame is empty, so the predictions' schema cannot be learned from the "
                         "nodes: pass schema= (e.g. 'prediction double')")
     probe = InferFeed(secret, addresses, feed_timeout)
-    answers = list(probe.run(0, 0, iter(first.combine_chunks().to_batches())))
+    answers = list(probe.run(0, 0, iter([first])))
     return from_arrow_schema(answers[0][1].schema)
