@@ -36,6 +36,9 @@ def export_leftovers() -> set[str]:
     return set(glob.glob(os.path.join(tempfile.gettempdir(), "tfos-export-*")))
 
 
+ACCURACY = 0.5  # what a program's exported model must get right of the 297 test images
+
+
 def program_args(tmp_path, **kw) -> argparse.Namespace:
     defaults = {"batch_size": 32, "cluster_size": 2, "epochs": 2, "buffer_size": 1000, "rows": 1500,
                 "model_dir": str(tmp_path / "mnist_model"), "export_dir": str(tmp_path / "mnist_export"),
@@ -85,14 +88,16 @@ def test_pipeline_and_parallel_inference_programs_on_the_tfos_layout(standalone,
     predicted = [r.argmax for r in preds.collect()]
     labels = [r.label for r in test_df.collect()]
     assert len(predicted) == len(labels) == 297
-    assert sum(p == y for p, y in zip(predicted, labels, strict=True)) / len(labels) > 0.8
+    # Each prediction beside its own row's label, from a model that learned: chance is 0.1, and 2
+    # epochs of 1,500 rows from a random start land 0.73-0.94 on this machine (0.8 failed 2 runs of 11).
+    assert sum(p == y for p, y in zip(predicted, labels, strict=True)) / len(labels) > ACCURACY
 
     # mnist_inference.py, on TFRecords of the test set
     parallel_args = argparse.Namespace(cluster_size=2, images_labels=files["tfr/test"], export_dir=args.export_dir,
                                        output=str(tmp_path / "parallel"))
     TFParallel.run(sc, tfos_programs.parallel_inference, parallel_args, parallel_args.cluster_size)
     lines = [ln.split() for part in sorted(glob.glob(f"{parallel_args.output}/part-*")) for ln in open(part)]
-    assert len(lines) == 297 and sum(a == b for a, b in lines) / len(lines) > 0.8
+    assert len(lines) == 297 and sum(a == b for a, b in lines) / len(lines) > ACCURACY
 
 
 def test_spark_fed_program_trains_and_exports_over_the_network(local_spark4, tmp_path):
