@@ -140,7 +140,7 @@ class Gathered:
         """What one attempt's barrier stage runs over (its partitions: one per node, copied until
         the block ends)."""
         gathered = backend.gather(self.data, self.n)
-        if gathered is None:  # a DataFrame whose cache was dropped since the run was planned
+        if gathered is None:  # a DataFrame no longer cached, or whose cache this Spark reads otherwise
             yield dealt_frame(self.data, self.n, list(range(self.n)))
             return
         data, copy = gathered
