@@ -152,8 +152,9 @@ class ClassicBackend(SparkBackend):
         """Slots held by running tasks of other jobs than ``own_tag``'s, and those jobs."""
         tracker = self.sc.statusTracker()
         busy, jobs = 0, []
+        active = tracker.getActiveJobsIds()  # first: a job of ours started in between is then in ``own``
         own = set(tracker.getJobIdsForGroup(own_tag)) if own_tag else set()
-        for job_id in tracker.getActiveJobsIds():
+        for job_id in active:
             if job_id in own:
                 continue
             job = tracker.getJobInfo(job_id)
