@@ -154,3 +154,55 @@ def test_a_fed_nodes_child_serves_its_data_feed_before_it_is_told_to_go(tmp_path
         assert tell((serving.host, serving.port), secret, {"t": "sample", "pass": "p", "data": sample}) == {"t": "ok"}
         proc.stdin.close()  # no go: the run ended before its cluster formed
         assert proc.wait(10) == 0
+
+
+def spilled(tmp_path, monkeypatch, rows: int):
+    """A partition spill of ``rows`` rows (100 a batch), written as an in-stage task writes it."""
+    from tfos_notebook.runtime.node.feed.spillfile import Spill
+
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    spill = Spill("run", 0)
+    assert sum(b.num_rows for b in spill.tee(batches(0, rows))) == rows
+    return spill
+
+
+def test_a_node_reads_the_batches_of_a_spill_on_its_host_where_the_task_says(server, tmp_path, monkeypatch):
+    """In-stage, with more epochs than one, the task writes the partition to a spill and the node's
+    feed reads each batch from it (``rows_file``, a reference of a few bytes on the socket): the
+    rows arrive exactly once each, epoch after epoch."""
+    spill = spilled(tmp_path, monkeypatch, 1000)
+    for epoch in range(2):
+        pass_id = f"in-stage.{epoch}"
+        record = TrainFeed(SECRET, [server.address], pass_id, timeout=30).feed(0, 0, iter(spill.entries))
+        assert record["status"] == "fed" and record["rows"] == 1000
+        tell(server.address, SECRET, {"t": "epoch_end", "pass": pass_id})
+        assert drain(server) == list(range(1000))
+    assert server._server.malformed == 0
+
+
+def test_a_spill_reference_the_node_cannot_read_is_refused_with_the_reason(server, tmp_path, monkeypatch):
+    from dataclasses import replace
+
+    from tfos_notebook.runtime.wire.errors import FeedError
+
+    spill = spilled(tmp_path, monkeypatch, 200)
+    (tmp_path / "secrets.txt").write_text("not a spill")
+    wrong = [replace(spill.entries[0], path=str(tmp_path / "secrets.txt")),  # not a partition spill
+             replace(spill.entries[0], offset=3)]  # no record batch there
+    for entry in wrong:
+        with pytest.raises(FeedError, match="not a partition spill|no record batch"):
+            TrainFeed(SECRET, [server.address], "1.0", timeout=30).feed(1, 0, iter([entry]))
+
+
+def test_terminate_stops_a_task_feeding_from_a_spill(tmp_path, monkeypatch):
+    srv = FeedServer(SECRET, "127.0.0.1", buffer_bytes=1).start()  # one batch at a time
+    spill = spilled(tmp_path, monkeypatch, 1000)
+    records: list = []
+    thread = threading.Thread(target=lambda: records.append(
+        TrainFeed(SECRET, [srv.address], "1.0", timeout=30).feed(0, 0, iter(spill.entries))))
+    thread.start()
+    time.sleep(0.5)  # the task waits for room for its second batch
+    srv.terminate()
+    thread.join(10)
+    assert records and records[0]["status"] == "terminated" and records[0]["rows"] < 1000
+    srv.close()

@@ -1,6 +1,7 @@
 """The barrier task of a node fed in-stage (see ``driver/feed/instage.py``): the node runs on a thread while
-the task streams its partition to the node's own data feed over loopback, epoch after epoch
-(later epochs from a node-local Arrow spill), or sends its rows for inference and returns the
+the task streams its partition to the node's own data feed over loopback, epoch after epoch (with
+more epochs than one, the partition goes to a node-local Arrow spill as it is read, and the node's
+feed reads each batch there, ``spillfile.py``), or sends its rows for inference and returns the
 predictions as the task's output."""
 
 from __future__ import annotations
@@ -8,9 +9,6 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-import os
-import shutil
-import tempfile
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -26,41 +24,15 @@ from ...wire.feed.predictions import result_values
 from ...wire.feed.protocol import FRAME_BYTES, tell
 from ...wire.feed.stage import FEED_KEY, OUTPUT_SCHEMA, InStage
 from ...wire.feed.tasks import TASK_TIMEOUT_MARGIN, InferFeed, TrainFeed
-from ...wire.paths import spill_prefix
 from ...wire.plan import FOREGROUND_ROLES, NodePlan
 from ..task import run_node
 from .localfeed import LocalFeed
 from .readahead import ReadAhead
+from .spillfile import Spill
 
 log = logging.getLogger(__name__)
 
 NODE_ERROR_WAIT = 10.0  # seconds a task whose feed broke waits for its node's own error
-
-
-class _Spill:
-    """The partition's batches on this node's disk, for the epochs after the first."""
-
-    def __init__(self, run_id: str, task: int) -> None:
-        self.dir = tempfile.mkdtemp(prefix=spill_prefix(run_id, task, os.getpid()))
-        self.path = os.path.join(self.dir, "partition.arrows")
-        self._writer: pa.ipc.RecordBatchStreamWriter | None = None
-
-    def tee(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            if self._writer is None:
-                self._writer = pa.ipc.new_stream(self.path, batch.schema)
-            self._writer.write_batch(batch)
-            yield batch
-        if self._writer is not None:
-            self._writer.close()
-
-    def replay(self) -> Iterator[pa.RecordBatch]:
-        if self._writer is None:
-            return iter(())
-        return iter(pa.ipc.open_stream(pa.OSFile(self.path)))
-
-    def delete(self) -> None:
-        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def _batches(spec: InStage, items: Iterator) -> Iterator[pa.RecordBatch]:
@@ -81,7 +53,7 @@ def feed_node(spec: InStage, secret: channel.Secret, run_id: str, task: int, ite
     for later epochs) up to ``ahead_bytes`` ahead of the node, starting while the node's process
     still starts. Returns at once when the node never served a feed (it failed or was stopped:
     the run's error says why)."""
-    spill = _Spill(run_id, task) if spec.mode == "train" and spec.epochs > 1 else None
+    spill = Spill(run_id, task) if spec.mode == "train" and spec.epochs > 1 else None
     first = _batches(spec, items)
     ahead = ReadAhead(spill.tee(first) if spill is not None else first, ahead_bytes)
     try:
@@ -109,7 +81,7 @@ def _sample(spec: InStage, batches: Iterator[pa.RecordBatch]) -> tuple[bytes, It
 
 
 def _feed(spec: InStage, secret: channel.Secret, task: int, address: tuple[str, int], first: Iterator[pa.RecordBatch],
-          spill: _Spill | None) -> Iterator:
+          spill: Spill | None) -> Iterator:
     timeout = spec.timeout + TASK_TIMEOUT_MARGIN
     sample, first = _sample(spec, first)
     tell(address, secret, {"t": "sample", "pass": "in-stage", "data": sample})
@@ -123,7 +95,8 @@ def _feed(spec: InStage, secret: channel.Secret, task: int, address: tuple[str, 
     fed: list[int] = []
     try:
         for epoch in range(spec.epochs):
-            source = first if epoch == 0 else spill.replay()
+            # with later epochs, the node reads each batch from the spill, where it was written
+            source = first if spill is None else spill.references(first) if epoch == 0 else iter(spill.entries)
             pass_id = f"in-stage.{epoch}"
             record = TrainFeed(secret, [address], pass_id, timeout).feed(task, 0, source)
             fed.append(record["rows"] + record["skipped"])

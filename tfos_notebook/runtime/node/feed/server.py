@@ -26,6 +26,7 @@ from ...wire.feed.protocol import MAX_FRAME
 from ...wire.messages import FeedReport, FeedServing
 from .queue import Chunk, EpochEnd, FeedEnd, FeedQueue, PartitionEnd, Piece
 from .results import Partition, ResultRoutes, Source
+from .spillfile import SpillReader
 
 if TYPE_CHECKING:
     from ..statuspipe import StatusPipe
@@ -136,6 +137,8 @@ class FeedServer:
         try:
             if kind == "rows":
                 self._on_rows(conn, msg)
+            elif kind == "rows_file":
+                self._on_rows_file(conn, msg)
             elif kind == "open":
                 self._on_open(conn, msg)
             elif kind == "done":
@@ -196,6 +199,23 @@ class FeedServer:
         if self.queue.put(Chunk(batch, len(msg["data"]), source if infer else None)) and not infer:
             source.part.delivered += batch.num_rows
 
+    def _on_rows_file(self, conn: channel.Connection, msg: dict) -> None:
+        source: Source | None = conn.attrs.get("feed")
+        if source is None or source.mode != "train":
+            raise channel.ChannelError("rows_file before open, or while feeding inference")
+        path = _field(msg, "path", str)
+        reader: SpillReader | None = conn.attrs.get("spill")
+        if reader is None or reader.path != path:
+            if reader is not None:
+                reader.close()
+            reader = conn.attrs["spill"] = SpillReader(path)
+        batch = reader.batch(_field(msg, "offset", int), _field(msg, "length", int))
+        if self.queue.put(Chunk(batch, msg["length"])):
+            source.part.delivered += batch.num_rows
+            conn.send({"t": "ok"})
+        else:
+            conn.send({"t": "stopped"})
+
     def _on_done(self, conn: channel.Connection, msg: dict) -> None:
         source: Source | None = conn.attrs.get("feed")
         if source is None:
@@ -219,6 +239,8 @@ class FeedServer:
         conn.send({"t": "ack", "terminated": terminated})
 
     def _on_close(self, conn: channel.Connection) -> None:
+        if (reader := conn.attrs.pop("spill", None)) is not None:
+            reader.close()
         source: Source | None = conn.attrs.get("feed")
         if source is None:
             return

@@ -1,6 +1,7 @@
 """Predictions at both ends of an inference feed (InputMode.SPARK): what a node's function returns
 becomes a record batch (:func:`results_to_batch`), and comes back as Python objects of the kind it
-had (:func:`result_values`); the row kinds and numpy marks are ``codec.py``'s."""
+had (:func:`result_values`), set beside the kept columns of its rows (:func:`join`); the row kinds
+and numpy marks are ``codec.py``'s."""
 
 from __future__ import annotations
 
@@ -97,3 +98,20 @@ def result_values(batch: pa.RecordBatch) -> list:
     if KIND_KEY not in (batch.schema.metadata or {}):
         return batch_to_rows(batch, "value" if batch.num_columns == 1 else "dict")
     return batch_to_rows(batch)
+
+
+def join(kept: pa.RecordBatch | None, results: pa.RecordBatch, out: pa.Schema) -> pa.RecordBatch:
+    """Kept input columns and prediction columns side by side, typed as ``out``."""
+    arrays = list(kept.columns) if kept is not None else []
+    pred_fields = list(out)[len(arrays):]
+    if results.num_columns != len(pred_fields):
+        raise FeedError(f"the nodes returned {results.num_columns} prediction columns {results.schema.names} "
+                        f"but the output schema has {len(pred_fields)} {[f.name for f in pred_fields]}: make "
+                        "schema= match what the function returns")
+    for col, field in zip(results.columns, pred_fields, strict=True):
+        try:
+            arrays.append(col.cast(field.type))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+            raise FeedError(f"prediction column {field.name!r} of type {col.type} cannot become {field.type} "
+                            f"({e}): make schema= match what the function returns") from e
+    return pa.RecordBatch.from_arrays(arrays, schema=out)

@@ -13,6 +13,10 @@ client -> node
                    partition the node already holds from an earlier attempt (-1: all of them);
                    or ``stopped`` when the node terminated its feed.
     ``rows``       {n, data}: a record batch.
+    ``rows_file``  {n, path, offset, length}: a record batch that the node reads itself, at that
+                   place in an Arrow IPC stream file on its own host (an in-stage task's partition
+                   spill, ``node/feed/spillfile.py``). Reply ``ok`` once the node holds it, or
+                   ``stopped`` when it terminated its feed.
     ``done``       {rows}: the partition is complete; a training node replies ``ack``.
     ``epoch_end``  {pass}, ``end``: from the driver, after a pass / when no more data will come.
 node -> client
@@ -24,6 +28,7 @@ node -> client
 from __future__ import annotations
 
 import socket
+from dataclasses import dataclass
 
 import pyarrow as pa
 
@@ -34,6 +39,20 @@ from .codec import batch_bytes
 MAX_FRAME = 256 << 20
 FRAME_BYTES = 4 << 20  # target size of one record batch on the wire
 CONNECT_TIMEOUT = 30.0
+
+
+@dataclass(frozen=True)
+class SpillEntry:
+    """Where one record batch of ``rows`` rows is in a spill file: ``length`` bytes at ``offset``."""
+
+    path: str
+    offset: int
+    length: int
+    rows: int
+
+    @property
+    def num_rows(self) -> int:  # as a record batch says it
+        return self.rows
 
 
 class FeedClient:
@@ -70,6 +89,13 @@ class FeedClient:
 
     def send_rows(self, batch: pa.RecordBatch) -> None:
         self.conn.send_with_bin({"t": "rows", "n": batch.num_rows}, "data", batch_bytes(batch))
+
+    def send_rows_file(self, entry: SpillEntry) -> bool:
+        """Have the node read the batch at ``entry`` of a spill on its host; False when it
+        terminated its feed (it holds the batch otherwise)."""
+        reply = self.request({"t": "rows_file", "n": entry.rows, "path": entry.path, "offset": entry.offset,
+                              "length": entry.length})
+        return reply.get("t") == "ok"
 
     def poll_notice(self) -> bool:
         """True once the node said ``terminated`` (checked without blocking)."""

@@ -25,8 +25,8 @@ from .. import channel
 from ..errors import ChannelError, FeedError, FeedTimeout
 from .codec import batches_of_rows, slices
 from .nodequery import ask_driver
-from .predictions import result_values
-from .protocol import CONNECTION_ERRORS, FRAME_BYTES, MAX_FRAME, FeedClient
+from .predictions import join, result_values
+from .protocol import CONNECTION_ERRORS, FRAME_BYTES, MAX_FRAME, FeedClient, SpillEntry
 
 RECORD_SCHEMA = pa.schema([("part", pa.int32()), ("node", pa.int32()), ("rows", pa.int64()),
                            ("skipped", pa.int64()), ("status", pa.string()), ("detail", pa.string())])
@@ -87,7 +87,9 @@ class TrainFeed:
         schema = _read_schema(self.rdd_schema)
         yield self.feed(part, attempt, batches_of_rows(rows, schema, self.frame_bytes))
 
-    def feed(self, part: int, attempt: int, batches: Iterator[pa.RecordBatch]) -> dict:
+    def feed(self, part: int, attempt: int, batches: Iterator[pa.RecordBatch | SpillEntry]) -> dict:
+        """Feed one partition's ``batches`` (record batches, or where the node reads them in a spill
+        on its host) to its node; the record of what happened."""
         node = part % len(self.nodes)
         record = {"part": part, "node": node, "rows": 0, "skipped": 0, "status": "fed", "detail": ""}
         client = None
@@ -107,16 +109,13 @@ class TrainFeed:
                     total += batch.num_rows
                     record["skipped"] += batch.num_rows
                     continue
-                if skip:
+                if skip:  # a spilled batch is fed whole: in-stage nodes start afresh, skipping nothing
                     batch = batch.slice(skip)
                     total += skip
                     record["skipped"] += skip
                     skip = 0
-                for piece in slices(batch, self.frame_bytes):
-                    _check_frame(piece)
-                    if _call(client.poll_notice):
-                        raise _Stop("terminated")
-                    _call(lambda p=piece: client.send_rows(p))
+                for piece in [batch] if isinstance(batch, SpillEntry) else slices(batch, self.frame_bytes):
+                    _send(client, piece)
                     total += piece.num_rows
                     record["rows"] += piece.num_rows
             reply = _call(lambda: client.request({"t": "done", "rows": total}))
@@ -128,6 +127,18 @@ class TrainFeed:
         finally:
             if client is not None:
                 client.close()
+
+
+def _send(client: FeedClient, piece: pa.RecordBatch | SpillEntry) -> None:
+    """Send one frame of rows, or where the node reads them in a spill on its host."""
+    if isinstance(piece, SpillEntry):
+        if not _call(lambda: client.send_rows_file(piece)):
+            raise _Stop("terminated")
+        return
+    _check_frame(piece)
+    if _call(client.poll_notice):
+        raise _Stop("terminated")
+    _call(lambda: client.send_rows(piece))
 
 
 def _call(fn):
@@ -274,20 +285,3 @@ def _take(pending: deque, n: int) -> pa.RecordBatch:
             pending[0] = head.slice(k)
         n -= k
     return parts[0] if len(parts) == 1 else pa.concat_batches(parts)
-
-
-def join(kept: pa.RecordBatch | None, results: pa.RecordBatch, out: pa.Schema) -> pa.RecordBatch:
-    """Kept input columns and prediction columns side by side, typed as ``out``."""
-    arrays = list(kept.columns) if kept is not None else []
-    pred_fields = list(out)[len(arrays):]
-    if results.num_columns != len(pred_fields):
-        raise FeedError(f"the nodes returned {results.num_columns} prediction columns {results.schema.names} "
-                        f"but the output schema has {len(pred_fields)} {[f.name for f in pred_fields]}: make "
-                        "schema= match what the function returns")
-    for col, field in zip(results.columns, pred_fields, strict=True):
-        try:
-            arrays.append(col.cast(field.type))
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-            raise FeedError(f"prediction column {field.name!r} of type {col.type} cannot become {field.type} "
-                            f"({e}): make schema= match what the function returns") from e
-    return pa.RecordBatch.from_arrays(arrays, schema=out)
