@@ -59,6 +59,8 @@ class Spill:
             yield self.entries[k]
 
     def delete(self) -> None:
+        if self._sink is not None:  # still open when the feed stopped part way
+            self._sink.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
