@@ -10,8 +10,8 @@ node, or one where every task needs a GPU, requires; and the data stays where Sp
 
 Epochs: the first pass reads the partition from Spark and, when there are more epochs, writes it
 to a node-local Arrow spill file as it goes, from which the node's feed reads every pass (the
-spill is deleted at the end), so Spark computes the data once per attempt. Each pass is one epoch of ``ctx.dataset`` /
-``DataFeed``; after the last, the feed ends (``should_stop()``).
+spill is deleted at the end), so Spark computes the data once per attempt. Each pass is one epoch
+of ``ctx.dataset`` / ``DataFeed``; after the last, the feed ends (``should_stop()``).
 
 Inference: the node's task sends its rows and reads the predictions back on the same connection;
 they leave the barrier stage as the task's output (Arrow IPC bytes per batch for a DataFrame, one

@@ -95,7 +95,7 @@ def _feed(spec: InStage, secret: channel.Secret, task: int, address: tuple[str, 
     fed: list[int] = []
     try:
         for epoch in range(spec.epochs):
-            # with later epochs, the node reads each batch from the spill, where it was written
+            # with more epochs than one, the node reads every batch from the spill, where it was written
             source = first if spill is None else spill.references(first) if epoch == 0 else iter(spill.entries)
             pass_id = f"in-stage.{epoch}"
             record = TrainFeed(secret, [address], pass_id, timeout).feed(task, 0, source)
