@@ -29,12 +29,13 @@ def batched_by_bytes(df: Any, max_bytes: int) -> Any:
 
     key = "spark.sql.execution.arrow.maxBytesPerBatch"
     jdf = df._jdf
+    jsession = jdf.sparkSession()
     try:
-        limit = jdf.sparkSession().sessionState().conf().arrowMaxBytesPerBatch()
+        limit = jsession.sessionState().conf().arrowMaxBytesPerBatch()
     except Exception as e:  # py4j's error for a method this Spark does not have
         log.debug("this Spark has no %s (%s): the barrier stage takes Spark's own batches", key, e)
         return df
-    session = jdf.sparkSession().cloneSession()
+    session = jsession.cloneSession()
     session.conf().set(key, str(min(limit, max_bytes)))
     rebound = df.sparkSession._jvm.org.apache.spark.sql.classic.Dataset.ofRows(session, jdf.logicalPlan())
     return DataFrame(rebound, df.sparkSession)

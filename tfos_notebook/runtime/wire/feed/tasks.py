@@ -109,7 +109,9 @@ class TrainFeed:
                     total += batch.num_rows
                     record["skipped"] += batch.num_rows
                     continue
-                if skip:  # a spilled batch is fed whole: in-stage nodes start afresh, skipping nothing
+                if skip and isinstance(batch, SpillEntry):  # in-stage nodes start afresh: never part of one
+                    raise FeedError("a batch in a spill is fed whole, and the node holds part of it")
+                if skip:
                     batch = batch.slice(skip)
                     total += skip
                     record["skipped"] += skip
