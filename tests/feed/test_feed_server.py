@@ -206,3 +206,36 @@ def test_terminate_stops_a_task_feeding_from_a_spill(tmp_path, monkeypatch):
     thread.join(10)
     assert records and records[0]["status"] == "terminated" and records[0]["rows"] < 1000
     srv.close()
+
+
+def test_a_dataset_over_a_feed_with_no_row_to_type_it_says_so(server):
+    """A node fed an RDD whose partition (or the whole RDD) is empty has no first row to take the
+    types from: ``ctx.dataset`` says so, and how to give it rows, instead of declaring no columns."""
+    from tfos_notebook.runtime.driver.errors import FeedError
+    from tfos_notebook.runtime.node.feed.datafeed import make_dataset
+
+    tell(server.address, SECRET, {"t": "sample", "pass": "in-stage", "data": empty_stream(pa.schema([])).to_pybytes()})
+    with pytest.raises(FeedError, match="no row to take the data's types from.*rdd.repartition"):
+        make_dataset(server, 16)
+
+
+def test_a_feed_the_task_cannot_read_fails_the_function_where_it_reads_after_the_rows_before(server):
+    """An in-stage task that cannot read its rows says so (``fail``): the node's function gets
+    the rows fed before it, then the task's ``DataError`` where it reads, on every later read too;
+    a function still waiting for the sample gets it there."""
+    from tfos_notebook.runtime.wire.errors import DataError
+
+    waiting = FeedServer(SECRET, "127.0.0.1", buffer_bytes=1 << 20).start()
+    try:
+        tell(waiting.address, SECRET, {"t": "fail", "message": "column 'x' is None in the first row"})
+        with pytest.raises(DataError, match="column 'x' is None"):
+            waiting.sample(timeout=5)
+    finally:
+        waiting.close()
+    assert TrainFeed(SECRET, [server.address], "in-stage.0", timeout=30).feed(0, 0, batches(0, 50))["rows"] == 50
+    tell(server.address, SECRET, {"t": "fail", "message": "column 'x' does not match the first row's type"})
+    pieces, why = server.take(50, epoch=True, timeout=5)
+    assert sum(p.rows for p in pieces) == 50 and why == "full"
+    for _ in range(2):
+        with pytest.raises(DataError, match="does not match the first row's type"):
+            server.take(10, epoch=True, timeout=5)

@@ -107,19 +107,50 @@ def test_data_with_one_partition_per_node_is_fed_as_it_is_without_a_shuffle(loca
         assert stages_run(sc, run) == 1  # the barrier stage alone: no shuffle dealt the rows out
 
 
-def test_a_dataframes_sample_row_is_each_nodes_own_first_row_and_no_job_reads_one(local_spark):
-    """In-stage, the driver sends a DataFrame's schema alone, with no Spark job before the gang's;
-    each node's task takes the sample row, from which ``ctx.dataset`` declares its shapes, from its
-    own first batch. Failed before: a ``take(1)`` job ran on the driver first."""
+@pytest.mark.parametrize("kind", ["rdd", "df"])
+def test_the_sample_row_is_each_nodes_own_first_row_and_no_job_reads_one(local_spark, kind):
+    """In-stage, the driver reads no row before the gang's job (a DataFrame's schema alone, an
+    RDD's nothing); each node's task takes the sample row, from which ``ctx.dataset`` declares its
+    shapes, from its own partition (an RDD's rows typed by its first). Failed before: a one-row
+    job ran on the driver first."""
+    from pyspark.sql import Row
+
     sc = local_spark.sparkContext
-    df = local_spark.range(0, ROWS, numPartitions=2).selectExpr("id", "array(cast(id as double), cast(id as double) + 1) as x")
+    if kind == "rdd":
+        data = sc.parallelize([Row(id=i, x=[float(i), i + 1.0]) for i in range(ROWS)], 2)
+    else:
+        data = local_spark.range(0, ROWS, numPartitions=2).selectExpr(
+            "id", "array(cast(id as double), cast(id as double) + 1) as x")
     store = sc._jsc.sc().statusStore()
     jobs = store.jobsList(None).size()
-    run = Run(local_spark, nodes.dataset_spec, {}, 2, input_mode="spark").start(df)
+    run = Run(local_spark, nodes.dataset_spec, {}, 2, input_mode="spark").start(data)
     run.wait(300)
     assert [r["spec"] for r in run.results.values()] == [{"id": [None], "x": [None, 2]}] * 2
     assert sum(r["rows"] for r in run.results.values()) == ROWS
     assert store.jobsList(None).size() - jobs == 1  # the gang's alone
+
+
+@pytest.mark.parametrize("bad, says", [
+    (lambda i: (None if i % 500 == 0 else i, 1.0), "column '_1' is None in the first row, so its type is unknown"),
+    (lambda i: (i, "x" if i == 700 else 1.0), "column '_2' does not match the first row's type double"),
+])
+def test_rows_a_nodes_task_cannot_type_fail_the_nodes_function_at_once_naming_the_column(local_spark, bad, says):
+    """A node's task types its partition's rows by the first one: a None there, or a later row of
+    another type, fails the node's function where it reads the feed (after the rows before), so
+    the run fails within seconds with the column named and the fix, as the function's own error,
+    not relaunched as a lost node; the SparkContext goes on. Failed before: the task's error was
+    lost behind "the node's connection closed", and a relaunch would have met the same rows."""
+    from tfos_notebook import NodeError
+    from tfos_notebook.runtime.node.feed.fednode import NODE_ERROR_WAIT
+
+    sc = local_spark.sparkContext
+    rdd = sc.parallelize([bad(i) for i in range(ROWS)], 2)
+    t0 = time.monotonic()
+    run = Run(local_spark, nodes.datafeed_ids, {}, 2, input_mode="spark", retries=1).start(rdd)
+    with pytest.raises(NodeError, match=f"DataError: {says}"):
+        run.wait(120)
+    assert time.monotonic() - t0 < NODE_ERROR_WAIT and run.attempt == 0
+    assert sc.parallelize(range(4), 2).count() == 4
 
 
 def test_a_dataframes_arrow_schema_is_made_by_pyspark_35s_converter_too(local_spark, monkeypatch):
@@ -137,7 +168,7 @@ def test_a_dataframes_arrow_schema_is_made_by_pyspark_35s_converter_too(local_sp
     df = local_spark.range(0, 3).selectExpr("id", "array(cast(id as double)) as x")
     store = local_spark.sparkContext._jsc.sc().statusStore()
     jobs = store.jobsList(None).size()
-    sample = DataSample.of(df, df_row=False)
+    sample = DataSample.of(df, read_row=False)
     assert sample.schema.names == ["id", "x"] and sample.sample is None
     assert store.jobsList(None).size() == jobs
 

@@ -170,8 +170,8 @@ assert sum(b.num_rows for b in got) == 300 and got[-1].column(1)[-1].as_py() == 
 rows = [(np.full(784, i, np.float32), i) for i in range(300)]
 got = list(batches_of_rows(iter(rows), schema_for_sample(rows[0]), 1 << 20))
 assert sum(b.num_rows for b in got) == 300 and got[-1].column(0)[-1].values[0].as_py() == 299.0
-from tfos_notebook.runtime.node.feed.instage_task import _task_output
-(out,) = _task_output("df", 3, {{"task": 3, "rows_per_epoch": [300]}})
+from tfos_notebook.runtime.node.feed.instage_task import task_output
+(out,) = task_output("df", 3, {{"task": 3, "rows_per_epoch": [300]}})
 assert out.column(0)[0].as_py() == 3 and out.column(1)[0].as_py() == b'{{"task": 3, "rows_per_epoch": [300]}}'
 print("pandas" in sys.modules)
 """

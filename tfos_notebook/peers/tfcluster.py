@@ -254,5 +254,4 @@ def _slot_to_spare(run: Run, num_nodes: int) -> bool:
     the partitions of one node at a time, and under a synchronous strategy the nodes fed first wait
     in their all-reduce for nodes whose data never comes: the nodes start in-stage instead."""
     fed = sum(role in FOREGROUND_ROLES for role, _ in run.roles)
-    preflight.wait_for_executors(run.backend, num_nodes + fed, run.preflight_wait)
-    return run.backend.cluster().total_slots >= num_nodes + fed
+    return preflight.wait_for_executors(run.backend, num_nodes + fed, run.preflight_wait) >= num_nodes + fed

@@ -79,14 +79,18 @@ def snapshot(backend: SparkBackend | Any, requested_tasks: int, roles: tuple[str
     )
 
 
-def wait_for_executors(backend: SparkBackend | Any, requested_tasks: int, timeout: float) -> None:
+def wait_for_executors(backend: SparkBackend | Any, requested_tasks: int, timeout: float) -> int:
     """Give executors that are still starting up to ``timeout`` seconds to register: until as many
     as the application asked for are there (at least one on a cluster manager when it asked for
-    no number), or enough slots for ``requested_tasks``."""
+    no number), or enough slots for ``requested_tasks``. Returns the cluster's slots then."""
     backend = backend_for(backend)
+    slots = 0
 
     def ready() -> bool:
+        nonlocal slots
         now = snapshot(backend, requested_tasks)
-        return now.total_slots >= requested_tasks or not now.awaiting_executors
+        slots = now.total_slots
+        return slots >= requested_tasks or not now.awaiting_executors
 
     Deadline(timeout).wait_until(ready, interval=EXECUTOR_POLL_SECS)
+    return slots

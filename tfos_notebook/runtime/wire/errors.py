@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ...errors import TFOSError
 
-__all__ = ["ChannelError", "FeedError", "FeedTimeout"]
+__all__ = ["ChannelError", "DataError", "FeedError", "FeedTimeout"]
 
 
 class ChannelError(TFOSError):
@@ -15,6 +15,12 @@ class ChannelError(TFOSError):
 class FeedError(TFOSError):
     """Feeding Spark data into the nodes (InputMode.SPARK) failed; the message names the node or
     partition and what to do."""
+
+
+class DataError(FeedError):
+    """The data's own rows cannot be fed as they are (a type the first row does not give, a row
+    unlike the first); the message names the column and the fix. Found by the task that reads the
+    rows; in-stage, the node's function raises it too, where it reads the feed."""
 
 
 class FeedTimeout(FeedError):

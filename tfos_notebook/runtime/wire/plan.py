@@ -42,7 +42,7 @@ def chief_of(roles: list[tuple[str, int]]) -> tuple[str, int]:
 #: What a barrier task runs, by module: ``run_node`` (``SparkBackend.barrier``) or, over its
 #: partition of the run's data, ``run_fed_node`` (``SparkBackend.barrier_over``).
 NODE_CODE = {"run_node": "tfos_notebook.runtime.node.task",
-             "run_fed_node": "tfos_notebook.runtime.node.feed.instage_task"}
+             "run_fed_node": "tfos_notebook.runtime.node.feed.fednode"}
 
 
 @dataclass

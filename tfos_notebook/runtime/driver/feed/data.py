@@ -35,16 +35,16 @@ class DataSample:
     schema: pa.Schema | None
 
     @classmethod
-    def of(cls, data: Any, df_row: bool = True) -> DataSample:
-        """The sample of ``data``; of a DataFrame, without ``df_row``, its schema alone (no Spark
-        job where Spark's Arrow schema is known here)."""
+    def of(cls, data: Any, read_row: bool = True) -> DataSample:
+        """The sample of ``data``; without ``read_row``, no row (no Spark job): a DataFrame's
+        schema alone (where Spark's Arrow schema is known here), an RDD's nothing."""
         from pyspark import RDD
         from pyspark.sql import DataFrame
 
         if isinstance(data, DataFrame):
-            return cls("df", *_first_row(data, df_row))
+            return cls("df", *_first_row(data, read_row))
         if isinstance(data, RDD):
-            first = _first_rdd_row(data)
+            first = _first_rdd_row(data) if read_row else []
             if not first:
                 return cls("rdd", None, None)
             schema = schema_for_sample(first[0])

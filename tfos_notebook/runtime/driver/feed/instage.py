@@ -166,14 +166,14 @@ def _identity(key: int) -> int:
 
 
 def instage_for(data: Any, mode: str, epochs: int, timeout: float, keep: list[str] | None = None) -> InStage:
-    """The nodes' half of feeding ``data`` in-stage: an RDD's sample row is read on the driver; a
-    DataFrame's schema alone, each node's task taking the sample row from its own first batch
-    (no Spark job before the gang)."""
+    """The nodes' half of feeding ``data`` in-stage, read with no Spark job before the gang: each
+    node's task takes the sample row from its own partition, made Arrow in a DataFrame's schema,
+    or an RDD's in the schema of that partition's first row."""
     if epochs < 1:
         raise FeedError(f"epochs must be at least 1, got {epochs}")
-    sample = DataSample.of(data, df_row=False)
+    sample = DataSample.of(data, read_row=False)
     return InStage(mode=mode, kind=sample.kind, epochs=epochs, sample=sample.sample_bytes(),
-                   rdd_schema=sample.rdd_schema, keep=tuple(keep or ()), timeout=timeout)
+                   keep=tuple(keep or ()), timeout=timeout)
 
 
 def collect_outputs(kind: str, outputs: list) -> tuple[list[dict], list]:

@@ -18,25 +18,17 @@ import logging
 import socket
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from ...wire.barrier import ArrowBarrierTask, BarrierFn, DataBarrierFn
 from .databricks import DatabricksContext, read_context
 from .hadoopfs import HadoopFileSystem
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-#: A barrier task's body: ``fn(partition_id, gpu_addresses) -> dict`` (one small, msgpack-able
-#: summary per task, collected by the driver).
-BarrierFn = Callable[[int, list[str]], dict]
-#: A barrier task's body over data: ``fn(partition_id, gpu_addresses, items)`` where ``items`` is
-#: the task's partition (Arrow record batches of a DataFrame, rows of an RDD); what it yields is the
-#: task's output (record batches of the output schema for a DataFrame, objects for an RDD).
-DataBarrierFn = Callable[[int, list[str], Iterator], Iterable]
-
 
 @dataclass(frozen=True)
 class ExecutorInfo:
@@ -274,27 +266,3 @@ def is_connect(session: Any) -> bool:
     """Whether ``session`` is a Spark Connect session (no SparkContext, RDD or JVM in this process)."""
     return type(session).__module__.startswith("pyspark.sql.connect.")
 
-
-def gpu_addresses(task_context: Any) -> list[str]:
-    """The GPU addresses Spark gave the task of ``task_context`` (a ``TaskContext``)."""
-    resources = task_context.resources()
-    return list(resources["gpu"].addresses) if "gpu" in resources else []
-
-
-def barrier_task_context() -> tuple[int, list[str]]:
-    """Inside a barrier task: its partition id and the GPU addresses Spark gave it."""
-    from pyspark import BarrierTaskContext
-
-    ctx = BarrierTaskContext.get()
-    return ctx.partitionId(), gpu_addresses(ctx)
-
-
-class ArrowBarrierTask:
-    """The body of each task of a barrier ``mapInArrow``: ``fn(partition id, GPU addresses, the
-    partition's record batches)``."""
-
-    def __init__(self, fn: DataBarrierFn) -> None:
-        self.fn = fn
-
-    def __call__(self, batches: Iterator) -> Iterator:
-        yield from self.fn(*barrier_task_context(), batches)

@@ -15,16 +15,9 @@ import threading
 import time
 from typing import Any
 
+from ...wire.barrier import BarrierFn, BarrierTask, DataBarrierFn, RddBarrierTask
 from ...wire.feed.protocol import FRAME_BYTES
-from .backend import (
-    BarrierFn,
-    ClusterView,
-    DataBarrierFn,
-    ExecutorInfo,
-    SparkBackend,
-    barrier_task_context,
-    is_connect,
-)
+from .backend import ClusterView, ExecutorInfo, SparkBackend, is_connect
 from .frames import batched_by_bytes, cache_batches, frame_cache, gathered_frame
 from .gather import evenly_coalesced, gathered
 from .hadoopfs import JvmHadoopFileSystem
@@ -261,25 +254,3 @@ def _context_of(spark: Any) -> Any:
         raise TypeError("a Spark Connect session has no SparkContext: the classic Spark backend needs a "
                         "SparkContext or a classic SparkSession")
     raise TypeError(f"expected a SparkContext or a SparkSession, got {type(spark).__name__}")
-
-
-class BarrierTask:
-    """The body of each task of :meth:`ClassicBackend.barrier`: calls ``fn(partition id, GPU
-    addresses)`` and yields its dict (``mapPartitions`` wants an iterator)."""
-
-    def __init__(self, fn: BarrierFn) -> None:
-        self.fn = fn
-
-    def __call__(self, _rows: Any) -> Any:
-        yield self.fn(*barrier_task_context())
-
-
-class RddBarrierTask:
-    """The body of each task of :meth:`ClassicBackend.barrier_over` on an RDD: ``fn(partition id,
-    GPU addresses, the partition's rows)``."""
-
-    def __init__(self, fn: DataBarrierFn) -> None:
-        self.fn = fn
-
-    def __call__(self, rows: Any) -> Any:
-        yield from self.fn(*barrier_task_context(), rows)

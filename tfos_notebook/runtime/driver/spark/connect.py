@@ -16,20 +16,14 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import msgpack
 
+from ...wire.barrier import BarrierFn, DataBarrierFn, PackedBarrierTask
 from ..errors import ConfigError, TFOSError
-from .backend import (
-    BarrierFn,
-    ClusterView,
-    DataBarrierFn,
-    SparkBackend,
-    barrier_task_context,
-    is_connect,
-)
+from .backend import ClusterView, SparkBackend, is_connect
 from .hadoopfs import HadoopFileSystem
 from .probe import PROBE_DDL, Probe, ProbeTask, ReachListener
 
@@ -213,23 +207,3 @@ class ConnectBackend(SparkBackend):
 
     def __repr__(self) -> str:
         return f"ConnectBackend({self.master!r})"
-
-
-class PackedBarrierTask:
-    """The body of each task of :meth:`ConnectBackend.barrier`: ``fn(partition id, GPU addresses)``,
-    its dict returned msgpack-packed beside the partition id."""
-
-    def __init__(self, fn: BarrierFn) -> None:
-        self.fn = fn
-
-    def __call__(self, batches: Iterator) -> Iterator:
-        import pyarrow as pa
-
-        from ...wire.feed.buffers import binary_array, values_array  # not pa.array: it imports pandas
-
-        for _ in batches:
-            pass
-        part, gpus = barrier_task_context()
-        summary = msgpack.packb(self.fn(part, gpus))
-        yield pa.RecordBatch.from_arrays([values_array([part], pa.int32()), binary_array([summary])],
-                                         names=["part", "summary"])

@@ -10,7 +10,8 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from .backend import ExecutorInfo, gpu_addresses
+from ...wire.barrier import gpu_addresses
+from .backend import ExecutorInfo
 
 #: How long a probe task waits to connect to the driver host before calling it unreachable.
 REACH_TIMEOUT = 3.0

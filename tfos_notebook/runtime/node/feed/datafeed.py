@@ -89,11 +89,14 @@ def _spec(tf, name: str, field: pa.Field, sample: pa.RecordBatch | None):
 def make_dataset(feed, batch_size: int, features: str | Sequence[str] | None = None, label: str | None = None,
                  by_epoch: bool = True, drop_remainder: bool = False, prefetch: int = 2):
     """The ``tf.data.Dataset`` of ``ctx.dataset`` (see :meth:`NodeContext.dataset`)."""
-    import tensorflow as tf
-
     if batch_size < 1:
         raise FeedError(f"batch_size must be at least 1, got {batch_size}")
     schema, sample = feed.sample()
+    if not schema.names:
+        raise FeedError("this node has no row to take the data's types from (the RDD, or this node's partition "
+                        "of it, is empty): give every node rows (rdd.repartition), or read them with DataFeed")
+    import tensorflow as tf
+
     chosen, single = _select(schema.names, features, label)
     wanted = chosen + ([label] if label else [])
 

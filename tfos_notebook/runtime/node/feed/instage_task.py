@@ -1,49 +1,44 @@
-"""The barrier task of a node fed in-stage (see ``driver/feed/instage.py``): the node runs on a thread while
-the task streams its partition to the node's own data feed over loopback, epoch after epoch (with
-more epochs than one, the partition goes to a node-local Arrow spill as it is read, and the node's
-feed reads each batch there, ``spillfile.py``), or sends its rows for inference and returns the
-predictions as the task's output."""
+"""What the barrier task of a node fed in-stage does while its node runs (``fednode.py``): it streams
+its partition to the node's own data feed over loopback, epoch after epoch (with more epochs than
+one, the partition goes to a node-local Arrow spill as it is read, and the node's feed reads each
+batch there, ``spillfile.py``), or sends its rows for inference and returns the predictions as
+the task's output."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import logging
-import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
 
 from ...wire import channel
-from ...wire.errors import FeedError
+from ...wire.errors import DataError, FeedError
 from ...wire.feed.buffers import binary_array, values_array
-from ...wire.feed.codec import batch_bytes, batches_of_rows
-from ...wire.feed.pickled import dealt_batches
+from ...wire.feed.codec import batch_bytes
+from ...wire.feed.pickled import rdd_batches
 from ...wire.feed.predictions import result_values
 from ...wire.feed.protocol import FRAME_BYTES, tell
-from ...wire.feed.stage import FEED_KEY, OUTPUT_SCHEMA, InStage
+from ...wire.feed.stage import FEED_KEY, InStage
 from ...wire.feed.tasks import TASK_TIMEOUT_MARGIN, InferFeed, TrainFeed
-from ...wire.plan import FOREGROUND_ROLES, NodePlan
-from ..task import run_node
 from .localfeed import LocalFeed
 from .readahead import ReadAhead
 from .spillfile import Spill
 
 log = logging.getLogger(__name__)
 
-NODE_ERROR_WAIT = 10.0  # seconds a task whose feed broke waits for its node's own error
+#: What a DataFrame's barrier tasks return, as Arrow (``stage.OUTPUT_DDL``).
+OUTPUT_SCHEMA = pa.schema([("task", pa.int32()), ("payload", pa.binary())])
 
 
 def _batches(spec: InStage, items: Iterator) -> Iterator[pa.RecordBatch]:
     if spec.kind == "df":
         return (b.drop_columns([FEED_KEY]) if FEED_KEY in b.schema.names else b for b in items)
-    if spec.rdd_schema is None:  # the RDD is empty
-        return iter(())
-    schema = pa.ipc.read_schema(pa.py_buffer(spec.rdd_schema))
-    if spec.dealt is not None:  # PySpark's pickled batches, dealt out or gathered
-        return dealt_batches(items, spec.dealt, schema, FRAME_BYTES)
-    return batches_of_rows(items, schema, FRAME_BYTES)
+    # an RDD's rows (or PySpark's pickled batches of them, dealt out or gathered: ``spec.dealt``)
+    return rdd_batches(items, spec.dealt, FRAME_BYTES)
 
 
 def feed_node(spec: InStage, secret: channel.Secret, run_id: str, task: int, items: Iterator, local: LocalFeed,
@@ -52,7 +47,8 @@ def feed_node(spec: InStage, secret: channel.Secret, run_id: str, task: int, ite
     predictions yielded as they come (inference). The partition is read from Spark (and spilled,
     for later epochs) up to ``ahead_bytes`` ahead of the node, starting while the node's process
     still starts. Returns at once when the node never served a feed (it failed or was stopped:
-    the run's error says why)."""
+    the run's error says why). Rows it cannot read (a ``DataError``) fail the node's function
+    with that error, where it reads the feed."""
     spill = Spill(run_id, task) if spec.mode == "train" and spec.epochs > 1 else None
     first = _batches(spec, items)
     ahead = ReadAhead(spill.tee(first) if spill is not None else first, ahead_bytes)
@@ -60,7 +56,12 @@ def feed_node(spec: InStage, secret: channel.Secret, run_id: str, task: int, ite
         address = local.wait()
         if address is None:
             return
-        yield from _feed(spec, secret, task, address, iter(ahead), spill)
+        try:
+            yield from _feed(spec, secret, task, address, iter(ahead), spill)
+        except DataError as e:  # the node's function raises it where it reads, the run's error naming the node
+            with contextlib.suppress(OSError):
+                tell(address, secret, {"t": "fail", "message": str(e)})
+            raise
     finally:
         ahead.close()
         if spill is not None:
@@ -68,12 +69,9 @@ def feed_node(spec: InStage, secret: channel.Secret, run_id: str, task: int, ite
 
 
 def _sample(spec: InStage, batches: Iterator[pa.RecordBatch]) -> tuple[bytes, Iterator[pa.RecordBatch]]:
-    """The sample the node gets (``ctx.dataset``'s shapes), and the batches to feed: a DataFrame's
-    is the first row of this node's own partition (the driver sent its schema alone, reading no
-    row: a job fewer before the gang), or that schema when the partition is empty; an RDD's is the
-    driver's."""
-    if spec.kind != "df":
-        return spec.sample, batches
+    """The sample the node gets (``ctx.dataset``'s shapes), and the batches to feed: the first row
+    of this node's own partition (the driver reads no row: a job fewer before the gang), or when
+    the partition is empty what the driver sent: a DataFrame's schema, an RDD's nothing."""
     head = next(batches, None)
     if head is None:
         return spec.sample, iter(())
@@ -117,43 +115,10 @@ def _join(kept: pa.RecordBatch, results: pa.RecordBatch) -> pa.RecordBatch:
                                       names=[*kept.schema.names, *results.schema.names])
 
 
-def run_fed_node(plan: NodePlan, task: int, gpus: list[str], items: Iterator) -> Iterator:
-    """A node whose barrier task also feeds it: the node runs on a thread while this task streams
-    its partition; yields what the task returns (a summary, or the predictions)."""
-    spec: InStage = plan.instage
-    local = LocalFeed()
-    outcome: dict[str, Any] = {}
-
-    def node() -> None:
-        try:
-            outcome["summary"] = run_node(plan, task, gpus, local)
-        except BaseException as e:  # re-raised in the task below
-            outcome["error"] = e
-        finally:
-            local.ended()
-
-    thread = threading.Thread(target=node, name=f"tfos-node-{task}", daemon=True)
-    thread.start()
-    try:
-        if plan.roles[task][0] in FOREGROUND_ROLES:
-            for out in feed_node(spec, plan.secret, plan.run_id, task, items, local,
-                                 plan.feed_buffer_bytes or 64 << 20):
-                yield from _task_output(spec.kind, task, out)
-    except FeedError:
-        # The feed broke, most often because the node's function failed: its own error, which
-        # the node's thread has in moments, says why; failing the task first would lose it.
-        thread.join(NODE_ERROR_WAIT)
-        if "error" in outcome:
-            raise outcome["error"] from None
-        raise
-    thread.join()
-    if "error" in outcome:
-        raise outcome["error"]
-
-
-def _task_output(kind: str, task: int, out: Any) -> Iterator:
+def task_output(kind: str, task: int, out: Any) -> Iterator:
     """What the barrier task returns for ``out``: an RDD's task returns Python objects (the
-    summary dict, or one prediction per row); a DataFrame's, ``OUTPUT_SCHEMA`` batches."""
+    summary dict, or one prediction per row); a DataFrame's, ``OUTPUT_SCHEMA`` batches (rows of
+    ``OUTPUT_DDL``)."""
     if kind == "rdd":
         yield from (out if isinstance(out, list) else [out])
         return

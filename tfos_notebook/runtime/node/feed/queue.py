@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from ...wire.errors import DataError
 from ...wire.feed.codec import column_to_numpy
 from ...wire.timeouts import Deadline
 
@@ -59,6 +60,14 @@ class PartitionEnd:
 
 class FeedEnd:
     """No more data will come."""
+
+
+@dataclass(frozen=True)
+class FeedFailed:
+    """The task feeding this node could not read its rows: every take that reaches it raises
+    ``DataError(message)``."""
+
+    message: str
 
 
 @dataclass(frozen=True)
@@ -105,7 +114,7 @@ class FeedQueue:
             return True
 
     def mark(self, marker: Any) -> None:
-        """Append a marker (EpochEnd, PartitionEnd, FeedEnd) without waiting for room."""
+        """Append a marker (EpochEnd, PartitionEnd, FeedEnd, FeedFailed) without waiting for room."""
         with self._cond:
             self._items.append(marker)
             self._cond.notify_all()
@@ -126,7 +135,7 @@ class FeedQueue:
         says why it returned: ``full``, ``epoch`` (an epoch ended and ``epoch`` is true),
         ``partition`` (an inference partition ended, ``partition`` is true and rows were taken),
         ``end`` (the feed ended; this marker stays so every later take sees it), ``terminated``, or
-        ``timeout``."""
+        ``timeout``; raises ``DataError`` on reaching a ``FeedFailed`` (which stays too)."""
         pieces: list[Piece] = []
         got = 0
         deadline = Deadline(timeout)
@@ -161,6 +170,8 @@ class FeedQueue:
                     self._items.popleft()
                     if partition and got:
                         return pieces, "partition"
+                elif isinstance(head, FeedFailed):
+                    raise DataError(head.message)
                 else:  # FeedEnd stays at the head
                     return pieces, "end"
             return pieces, "full"

@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from ...wire import channel
-from ...wire.errors import FeedError
+from ...wire.errors import DataError, FeedError
 from ...wire.feed.codec import read_stream
 from ...wire.feed.protocol import MAX_FRAME
 from ...wire.messages import FeedReport, FeedServing
-from .queue import Chunk, EpochEnd, FeedEnd, FeedQueue, PartitionEnd, Piece
+from .queue import Chunk, EpochEnd, FeedEnd, FeedFailed, FeedQueue, PartitionEnd, Piece
 from .results import Partition, ResultRoutes, Source
 from .spillfile import SpillReader
 
@@ -87,6 +87,7 @@ class FeedServer:
         self._train_conns: set[channel.Connection] = set()
         self._results = ResultRoutes()
         self._sample: tuple[pa.Schema, pa.RecordBatch | None] | None = None
+        self._failure: str | None = None
         self._server = channel.ControlServer(self.host, self.secret, self._on_message, self._on_close,
                                              max_frame=MAX_FRAME)
         self._emit(FeedServing(self._server.host, self._server.port))
@@ -152,10 +153,11 @@ class FeedServer:
             elif kind == "epoch_end":
                 self.queue.mark(EpochEnd(str(msg.get("pass"))))
                 conn.send({"t": "ok"})
-            elif kind == "end":
-                self.queue.mark(FeedEnd())
+            elif kind in ("end", "fail"):  # no more data will come; "fail": the task cannot read its rows
+                failure = _field(msg, "message", str) if kind == "fail" else None
+                self.queue.mark(FeedEnd() if failure is None else FeedFailed(failure))
                 with self._cond:
-                    self.ended = True
+                    self.ended, self._failure = True, failure
                     self._cond.notify_all()
                 conn.send({"t": "ok"})
             else:
@@ -257,6 +259,8 @@ class FeedServer:
         """Schema and first row of the data being fed; waits for the driver's first ``train``."""
         with self._cond:
             self._cond.wait_for(lambda: self._sample is not None or self.ended or self.queue.terminated, timeout)
+            if self._sample is None and self._failure is not None:
+                raise DataError(self._failure)
             if self._sample is None:
                 raise FeedError("no data was fed to this node before the feed ended: call train() on the driver "
                                 "before the feed is closed")

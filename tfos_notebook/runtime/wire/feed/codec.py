@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from ..errors import FeedError
+from ..errors import DataError, FeedError
 from .buffers import array_to_numpy, numbers_array, numpy_dtype, values_array
 
 KIND_KEY = b"tfos.kind"
@@ -34,7 +34,7 @@ PREDICTION = "prediction"
 # -- RDD rows -> Arrow (executor side) ---------------------------------------------------------
 def arrow_type(value: Any, where: str) -> pa.DataType:
     if value is None:
-        raise FeedError(f"{where} is None in the first row, so its type is unknown: give it a value in every "
+        raise DataError(f"{where} is None in the first row, so its type is unknown: give it a value in every "
                         "row, or feed a DataFrame, whose schema says the type")
     if isinstance(value, (bool, np.bool_)):
         return pa.bool_()
@@ -58,13 +58,13 @@ def arrow_type(value: Any, where: str) -> pa.DataType:
         return pa.binary()
     if isinstance(value, (list, tuple)):
         if not value:
-            raise FeedError(f"{where} is an empty list in the first row, so its element type is unknown: "
+            raise DataError(f"{where} is an empty list in the first row, so its element type is unknown: "
                             "feed a DataFrame with an ArrayType column instead")
         return pa.list_(arrow_type(value[0], f"{where}[0]"))
     try:
         return pa.array([value]).type
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as e:
-        raise FeedError(f"{where} has a {type(value).__name__}, which Arrow cannot carry ({e}): feed numbers, "
+        raise DataError(f"{where} has a {type(value).__name__}, which Arrow cannot carry ({e}): feed numbers, "
                         "strings, bytes, lists or numpy arrays, or a DataFrame") from e
 
 
@@ -121,7 +121,7 @@ def _column(values: list, field: pa.Field) -> pa.Array:
     try:
         return values_array(values, typ)
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as e:
-        raise FeedError(f"column {field.name!r} does not match the first row's type {typ}: {e}. Every row "
+        raise DataError(f"column {field.name!r} does not match the first row's type {typ}: {e}. Every row "
                         "must have the same types; convert them in Spark first") from e
 
 
@@ -131,14 +131,14 @@ def rows_to_batch(rows: Sequence, schema: pa.Schema) -> pa.RecordBatch:
     if kind in ("row", "tuple"):
         bad = next((r for r in rows if len(r) != len(names)), None)
         if bad is not None:
-            raise FeedError(f"a row has {len(bad)} fields where the first row had {len(names)}: every row of "
+            raise DataError(f"a row has {len(bad)} fields where the first row had {len(names)}: every row of "
                             "the RDD must have the same fields")
         columns = [list(c) for c in zip(*rows, strict=True)] if rows else [[] for _ in names]
     elif kind == "dict":
         try:
             columns = [[r[n] for r in rows] for n in names]
         except KeyError as e:
-            raise FeedError(f"a row lacks the key {e} that the first row had: every dict row needs the same "
+            raise DataError(f"a row lacks the key {e} that the first row had: every dict row needs the same "
                             "keys") from e
     else:
         columns = [list(rows)]

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Iterator
-from itertools import groupby
+from itertools import chain, groupby
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from .buffers import numbers_array, values_array
-from .codec import NDARRAY_KEY, batches_of_rows, row_kind
+from .codec import NDARRAY_KEY, batches_of_rows, row_kind, schema_for_sample
 from .stage import dealt_rows
 
 # Pickle opcodes (the ``pickle`` module's names).
@@ -185,6 +185,23 @@ class _Chunk:
     @property
     def nbytes(self) -> int:
         return 8 * (sum(len(run) for runs in self.values for run in runs) + self.rows * len(self.scalars))
+
+
+def rdd_batches(items: Iterable, serializer: Any, max_bytes: int) -> Iterator[pa.RecordBatch]:
+    """Record batches of about ``max_bytes`` of an RDD partition's rows, in the Arrow schema of the
+    partition's first row (``schema_for_sample``): ``items`` are the serialized batches of rows that
+    ``serializer`` pickled (dealt out, or gathered whole), or the rows themselves where it is None.
+    Nothing for an empty partition."""
+    items = iter(items)
+    if serializer is None:
+        for row in items:
+            yield from batches_of_rows(chain([row], items), schema_for_sample(row), max_bytes)
+        return
+    for record in items:
+        rows = serializer.loads(record)
+        if rows:
+            yield from dealt_batches(chain([record], items), serializer, schema_for_sample(rows[0]), max_bytes)
+            return
 
 
 def dealt_batches(records: Iterable[bytes], serializer: Any, schema: pa.Schema,

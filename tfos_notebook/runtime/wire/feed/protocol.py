@@ -19,6 +19,8 @@ client -> node
                    ``stopped`` when it terminated its feed.
     ``done``       {rows}: the partition is complete; a training node replies ``ack``.
     ``epoch_end``  {pass}, ``end``: from the driver, after a pass / when no more data will come.
+    ``fail``       {message}: an in-stage task cannot read its partition's rows (a ``DataError``):
+                   the node's function raises it where it reads the feed, after the rows before.
 node -> client
     ``terminated`` the node called ``terminate()``: stop feeding (unsolicited on training feeds).
     ``results``    {n, data}: predictions for the next ``n`` rows this connection sent.

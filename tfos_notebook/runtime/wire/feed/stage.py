@@ -10,13 +10,11 @@ from dataclasses import dataclass
 from itertools import chain, islice
 from typing import Any
 
-import pyarrow as pa
-
 #: The column that carries a DataFrame row's destination through the shuffle (dropped after).
 FEED_KEY = "_tfos_feed_key"
 #: What a DataFrame's barrier tasks return: one row per summary (train) or result batch (infer).
+#: (No pyarrow here: a node's task unpickles ``InStage`` before it starts the node's process.)
 OUTPUT_DDL = "task int, payload binary"
-OUTPUT_SCHEMA = pa.schema([("task", pa.int32()), ("payload", pa.binary())])
 
 
 @dataclass(frozen=True)
@@ -26,17 +24,17 @@ class InStage:
     """What the nodes need to feed themselves; travels in ``NodePlan``.
 
     ``mode``: ``train`` or ``infer``; ``kind``: ``df`` (Arrow batches) or ``rdd`` (rows, made
-    batches with ``rdd_schema``); ``dealt``: the serializer of an RDD's rows when they reach the
-    node's task as serialized batches of rows (dealt out by a ``Dealer``, or gathered whole),
-    None when they come as rows;
-    ``sample``: one row (or the schema) for ``ctx.dataset``'s types; ``timeout``: seconds a node may
-    take no data before its task gives up."""
+    batches in the schema of the partition's first row); ``dealt``: the serializer of an RDD's rows
+    when they reach the node's task as serialized batches of rows (dealt out by a ``Dealer``, or
+    gathered whole), None when they come as rows; ``sample``: what a node whose partition is empty
+    gets for ``ctx.dataset``'s types (a DataFrame's schema; an RDD's, no schema: the others take
+    their partition's first row); ``timeout``: seconds a node may take no data before its task
+    gives up."""
 
     mode: str
     kind: str
     epochs: int
     sample: bytes
-    rdd_schema: bytes | None = None
     keep: tuple[str, ...] = ()
     timeout: float = 600.0
     dealt: Any = None
