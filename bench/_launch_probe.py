@@ -66,7 +66,7 @@ def main() -> None:
              .config("spark.executor.cores", "1").config("spark.cores.max", str(opts.nodes))
              .config("spark.executor.memory", "1g").config("spark.ui.enabled", "false")
              .config("spark.driver.host", "127.0.0.1").config("spark.executorEnv.SPARK_LOCAL_IP", "127.0.0.1")
-             .getOrCreate())
+             .config("spark.executorEnv.PYTHONPATH", os.environ.get("PYTHONPATH", "")).getOrCreate())
     sc = spark.sparkContext
     while sc._jsc.sc().getExecutorMemoryStatus().size() - 1 < opts.nodes:
         time.sleep(0.2)

@@ -296,6 +296,11 @@ THIRD_PARTY_PRIVATES = {
     ("runtime/node/summaries.py", "_writers"): "Keras: a TensorBoard callback's writers, flushed per epoch",
     ("peers/params.py", "_dummy"): "pyspark.ml: the placeholder parent a class-level Param is declared with",
     ("cellfn.py", "_fields"): "ast: a node class's field names (public, named with an underscore)",
+    # A node's process forked from its Python worker leaves as an interpreter would, but never
+    # through the worker's stack or exit handlers (runtime/node/forked.py).
+    ("runtime/node/forked.py", "_exit"): "os: a forked process's exit, past its parent's frames and handlers",
+    ("runtime/node/forked.py", "_clear"): "atexit: the worker's exit handlers, dropped in its forked process",
+    ("runtime/node/forked.py", "_run_exitfuncs"): "atexit: the forked process's own exit handlers, run at its end",
 }
 
 

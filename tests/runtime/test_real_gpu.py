@@ -13,6 +13,7 @@ from procs import eventually
 
 from tfos_notebook import Run
 from tfos_notebook.runtime.wire.gpus import gpu_processes
+from tfos_notebook.runtime.wire.orphans import run_marks
 
 pytestmark = [pytest.mark.gpu, pytest.mark.cluster]
 
@@ -75,7 +76,8 @@ def test_nvml_names_the_node_holding_the_gpu_and_it_is_free_after_the_run(gpu_st
         found = []
         for p in gpu_processes() or []:
             try:
-                if psutil.Process(p.pid).environ().get("TFOS_RUN_ID") == run.run_id:
+                marks = run_marks(psutil.Process(p.pid))  # a forked node's process carries them in its command line
+                if marks is not None and marks.run_id == run.run_id:
                     found.append(p)
             except psutil.Error:
                 continue

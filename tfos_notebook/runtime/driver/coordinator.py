@@ -185,7 +185,7 @@ class Coordinator:
             node.state = NodeState.REGISTERED
             self.events.publish(Registered(self.run_id, task=node.task, role=node.role, index=node.index,
                                            host=node.host, executor_id=node.executor_id, port=node.port,
-                                           pid=msg.pid, gpus=msg.gpus))
+                                           pid=msg.pid, gpus=msg.gpus, started=msg.started))
             if msg.gpus:
                 self.events.publish(GpuAssigned(self.run_id, task=node.task, role=node.role, index=node.index,
                                                 host=node.host, addresses=msg.gpus))

@@ -52,6 +52,7 @@ class Registered(NodeEvent):
     port: int
     pid: int
     gpus: tuple[str, ...] = ()
+    started: str = ""  # how its process started: "fork", or "spawn: " and why it was not forked
 
 
 @dataclass(frozen=True)

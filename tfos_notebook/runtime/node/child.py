@@ -1,16 +1,19 @@
 """The process that runs the user's function on a node.
 
 Started by the node as soon as its Spark task begins (``python -m tfos_notebook.runtime.node.child
-STATUS_FD NODE_PID RUN_ID TASK PORT_FD ORDERS_FD``), in a process group of its own with ``CUDA_VISIBLE_DEVICES``
-already in its environment, so that interpreter start-up and imports overlap the reservation (and,
-when the function uses TensorFlow, its import too: ``TFOS_PREIMPORT``, ``driver/preimport.py``). A fed
-node (input mode ``spark``) first writes a line saying where to serve the data feed, which the
-child does at once, while the cluster still forms. When the cluster spec is known the node writes
+STATUS_FD NODE_PID RUN_ID TASK PORT_FD ORDERS_FD NAME ATTEMPT``, the last two for the leftover scan
+only), forked from the task's Python worker where that is safe (``forked.py``, which calls
+:func:`main` with the same arguments) or else a fresh interpreter, in a process group of its own
+with ``CUDA_VISIBLE_DEVICES`` already in its environment, so that its start overlaps the
+reservation (and, when the function uses TensorFlow, its import too: ``TFOS_PREIMPORT``,
+``driver/preimport.py``). A fed node (input mode ``spark``) first writes a line saying where to
+serve the data feed, which the child does at once, while the cluster still forms. When the cluster spec is known the node writes
 one JSON line to its stdin: the payload and result paths and the rest of the environment
 (``TF_CONFIG``); an empty stdin means "not needed", and it exits. With ``release_port=False``,
 PORT_FD is a Unix socket on which the node hands over the socket holding the node's reserved port
 (``ctx.tmp_socket``; "-" otherwise). A fresh process per run means TensorFlow's collective state
-never leaks into the next run, and killing the group releases every GPU and port it held.
+never leaks into the next run (a fork comes from a worker that never imported it), and killing
+the group releases every GPU and port it held.
 
 It writes the outcome to RESULT (a pickled ``("ok", value_bytes, type_name)`` or ``("error", traceback)``),
 progress lines to STATUS_FD (``ctx.report``, its step timing, ``pace.py``), takes profile orders from

@@ -4,6 +4,7 @@ pre-spawn), and the threads that carry its output lines and status reports to th
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import os
@@ -13,14 +14,16 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..wire import channel
 from ..wire import messages as m
 from ..wire.errors import ChannelError
-from ..wire.plan import FEED_SERVER_MODULE, PREIMPORT_ENV, chief_of, node_name
+from ..wire.plan import CHILD_MODULE, FEED_SERVER_MODULE, PREIMPORT_ENV, chief_of, node_name
 from ..wire.timeouts import Deadline
 from ..wire.versions import tf_keras_installed
+from .forked import ForkedChild, fork_child, fork_refusal
 from .mlflowrelay import relay_env
 
 if TYPE_CHECKING:
@@ -214,12 +217,27 @@ class ChildOrders:
                 log.debug("profile orders pipe: %s", e)
 
 
-def spawn_child(plan: NodePlan, task: int, devices: list[str],
-                workdir: str) -> tuple[subprocess.Popen, int, socket.socket | None, ChildOrders]:
+@dataclass
+class StartedChild:
+    """The node's child process as ``start_child`` started it: the process, the read end of its
+    status pipe, (with ``release_port=False``) the node's end of the Unix socket that hands it the
+    reserved port, the pipe that carries profile orders to it, and how it started (``fork``, or
+    ``spawn: `` and why it was not forked)."""
+
+    proc: subprocess.Popen | ForkedChild
+    status_r: int
+    handoff: socket.socket | None
+    orders: ChildOrders
+    how: str
+
+
+def start_child(plan: NodePlan, task: int, devices: list[str], workdir: str,
+                shared: tuple[str, ...] = ()) -> StartedChild:
     """Start the node's child process, seeing the GPUs ``devices`` (``CUDA_VISIBLE_DEVICES``
-    entries); returns it, the read end of its status pipe, (with ``release_port=False``) the
-    node's end of the Unix socket that hands it the reserved port, and the pipe that carries
-    profile orders to it."""
+    entries): forked from this worker where that is safe (``forked.py``), else a fresh
+    interpreter. ``shared``: modules both this task and the process import (a fed node's feed):
+    imported before a fork, which the process then inherits them from, and left to the task after
+    a spawn, whose process imports its own meanwhile."""
     status_r, status_w = os.pipe()
     orders_r, orders_w = os.pipe()
     handoff = child_end = None
@@ -227,17 +245,33 @@ def spawn_child(plan: NodePlan, task: int, devices: list[str],
     if not plan.release_port:
         handoff, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         pass_fds.append(child_end.fileno())
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tfos_notebook.runtime.node.child", str(status_w), str(os.getpid()), plan.run_id,
-         str(task), str(child_end.fileno()) if child_end is not None else "-", str(orders_r)],
-        env=_child_env(plan, task, devices), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        pass_fds=tuple(pass_fds), start_new_session=True, cwd=workdir,
-    )
+    command = [sys.executable, "-m", CHILD_MODULE, str(status_w), str(os.getpid()), plan.run_id, str(task),
+               str(child_end.fileno()) if child_end is not None else "-", str(orders_r),
+               node_name(*plan.roles[task]), str(plan.attempt)]
+    env = _child_env(plan, task, devices)
+    refusal = fork_refusal(env, command)
+    if refusal is None:
+        for name in shared:
+            importlib.import_module(name)
+        from .child import main  # before the fork: this worker's, for every node it starts
+
+        proc = fork_child(main, command, env, workdir, tuple(pass_fds), _child_path(env))
+    else:
+        proc = subprocess.Popen(command, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, pass_fds=tuple(pass_fds), start_new_session=True, cwd=workdir)
     os.close(status_w)
     os.close(orders_r)
     if child_end is not None:
         child_end.close()
-    return proc, status_r, handoff, ChildOrders(orders_w)
+    return StartedChild(proc, status_r, handoff, ChildOrders(orders_w), "fork" if refusal is None else f"spawn: {refusal}")
+
+
+def _child_path(env: dict[str, str]) -> list[str]:
+    """A forked child's import path: what a fresh interpreter in ``env`` would put first (its
+    ``PYTHONPATH``), then this worker's, less Spark's zips where ``env``'s path leaves them out."""
+    first = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    drop_zips = not any(_is_spark_zip(p) for p in first)
+    return first + [p for p in sys.path if p not in first and not (drop_zips and _is_spark_zip(p))]
 
 
 def hand_over_port(handoff: socket.socket, reservation: socket.socket) -> None:

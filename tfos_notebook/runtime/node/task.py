@@ -36,7 +36,7 @@ from .feed.localfeed import LocalFeed
 from .gpusampler import GpuSampler, SystemSampler
 from .logship import LogShipper
 from .nodelink import Orders, read_result, report_leftovers, result_message
-from .nodeproc import ChildOrders, ChildOutput, hand_over_port, serve_feed, spawn_child
+from .nodeproc import ChildOrders, ChildOutput, hand_over_port, serve_feed, start_child
 
 log = logging.getLogger(__name__)
 
@@ -81,10 +81,21 @@ def node_log_dir(plan: NodePlan, role: str, index: int, workdir: str) -> tuple[s
     return path, True
 
 
-def run_node(plan: NodePlan, task: int, gpus: list[str], local_feed: LocalFeed | None = None) -> dict:
+def run_node(plan: NodePlan, task: int, gpus: list[str]) -> dict:
     """Run one node of the cluster; returns a small summary for Spark to collect. The outcome that
     matters travels to the driver over the control channel."""
-    node = _Node(plan, task, gpus)  # its process starts up while the cluster reserves
+    return run_started(start_node(plan, task, gpus))
+
+
+def start_node(plan: NodePlan, task: int, gpus: list[str], shared: tuple[str, ...] = ()) -> _Node:
+    """The node, its process starting (forked, where it may be, before this task starts a thread:
+    ``forked.py``) while the cluster reserves; ``shared``: see ``nodeproc.start_child``."""
+    return _Node(plan, task, gpus, shared)
+
+
+def run_started(node: _Node, local_feed: LocalFeed | None = None) -> dict:
+    """Run the node whose process ``start_node`` started (see ``run_node``)."""
+    plan, task = node.plan, node.task
     try:
         node.register(local_feed)
         reply = node.orders.next()
@@ -117,7 +128,7 @@ class _Node:
     once), the connection and the reserved port (``register``), the function's start
     (``start_function``); ``close`` lets go of all of it, whatever was reached."""
 
-    def __init__(self, plan: NodePlan, task: int, gpus: list[str]) -> None:
+    def __init__(self, plan: NodePlan, task: int, gpus: list[str], shared: tuple[str, ...] = ()) -> None:
         self.plan, self.task = plan, task
         self.role, self.index = plan.roles[task]
         if plan.attempt:  # a relaunch: what the lost attempt left on this host must not write beside us
@@ -130,12 +141,13 @@ class _Node:
         self.pid_file = os.path.join(pid_dir(), f"{plan.run_id}-{task}.json")
         self._record()  # first: a leftover scan (another run's cleanup) must never find the child unrecorded
         try:
-            self.proc, self.status_r, self.handoff, self.child_orders = spawn_child(plan, task, self.devices,
-                                                                                    self.workdir)
+            child = start_child(plan, task, self.devices, self.workdir, shared)
         except BaseException:
             self._forget()
             shutil.rmtree(self.workdir, ignore_errors=True)
             raise
+        self.proc, self.status_r, self.handoff, self.child_orders = child.proc, child.status_r, child.handoff, child.orders
+        self.how_started = child.how
         self._record(pid=self.proc.pid, pgid=self.proc.pid)
         self.conn: channel.Connection | None = None
         self.orders: Orders | None = None
@@ -172,7 +184,8 @@ class _Node:
         conn.send(m.encode(m.Register(
             task=task, attempt=plan.attempt, host=self.host, port=self.reservation.getsockname()[1],
             pid=os.getpid(), gpus=tuple(self.devices), executor_id=spark_executor_id(),
-            hostname=socket.gethostname(), sees_model_dir=sees_probe(plan.model_dir_probe), **installed_versions())))
+            hostname=socket.gethostname(), sees_model_dir=sees_probe(plan.model_dir_probe), started=self.how_started,
+            **installed_versions())))
         self.output = ChildOutput(self.proc, self.status_r, conn, local_feed)
         self.reporter = threading.Thread(target=report_leftovers, daemon=True,
                                          args=(plan.run_id, conn, self.host, self.started, self.ended))

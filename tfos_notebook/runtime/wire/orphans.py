@@ -1,7 +1,10 @@
 """Processes left behind by earlier runs, found and (on request) killed on one host: a node scans
 its own before it starts, the cleanup (``driver/cleanup.py``) every host of the cluster.
 
-Every node's processes carry ``TFOS_RUN_ID`` (and ``TFOS_TASK``) in their environment, and every
+Every node's processes carry ``TFOS_RUN_ID`` (and ``TFOS_TASK``, ``TFOS_ATTEMPT``) in their environment,
+save a node's process forked from its Python worker (``node/forked.py``): the system shows the
+worker's environment for it, so its run, task and attempt are read from its command line
+(``plan.CHILD_MODULE``), which it sets to what a spawned one has (``run_marks``). Every
 node records its run under ``pid_dir()`` with its own pid before it starts its child (then adds the
 child's pid), so that no scan sees a child of a live node unrecorded. A process marked with a run whose
 nodes on this host are all gone is a leftover: it may still hold a GPU or a port and block the next
@@ -20,6 +23,7 @@ from dataclasses import dataclass
 import psutil
 
 from .gpus import GpuProcess, gpu_processes
+from .plan import CHILD_MODULE
 from .timeouts import Deadline
 
 log = logging.getLogger(__name__)
@@ -72,6 +76,31 @@ def _live_runs() -> set[str]:
             except OSError as e:
                 log.debug("could not remove the stale pid record %s: %s", path, e)
     return live
+
+
+@dataclass(frozen=True)
+class RunMarks:
+    """Which node of which run started a process, and in which attempt (None: not known)."""
+
+    run_id: str
+    task: str
+    attempt: int | None
+
+
+def run_marks(proc: psutil.Process) -> RunMarks | None:
+    """The run marks of ``proc`` (None: not a process of any run): from its environment, or, for a
+    node's process forked from its Python worker, from its command line."""
+    env = proc.environ()
+    if env.get("TFOS_RUN_ID"):
+        attempt = env.get("TFOS_ATTEMPT")
+        return RunMarks(env["TFOS_RUN_ID"], env.get("TFOS_TASK", ""), int(attempt) if attempt else None)
+    cmd = proc.cmdline()
+    if CHILD_MODULE not in cmd:
+        return None
+    args = cmd[cmd.index(CHILD_MODULE) + 1:]
+    if len(args) < 8:  # not one of ours: our node's process has its name and attempt last
+        return None
+    return RunMarks(args[2], args[6], int(args[7]))
 
 
 def _gone(proc: psutil.Process) -> bool:
@@ -139,20 +168,18 @@ def scan_host(exclude_runs: frozenset[str] | set[str] = frozenset(), kill: bool 
     found, ours = [], set()
     for proc in psutil.process_iter(["pid", "cmdline"]):
         try:
-            env = proc.environ()
-        except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
+            marks = run_marks(proc)
+        except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess, ValueError):
             continue
-        run_id = env.get("TFOS_RUN_ID")
-        if not run_id:
+        if marks is None:
             continue
         ours.add(proc.pid)
-        if run_id in live:
+        if marks.run_id in live:
             continue
         gpus = by_pid.get(proc.pid, [])
         killed = _kill(proc.pid) if kill else False
-        found.append(Leftover(host, proc.pid, run_id, env.get("TFOS_TASK", ""),
-                              " ".join(proc.info["cmdline"] or [])[:300], tuple(g.gpu for g in gpus),
-                              sum(g.used_mib for g in gpus), killed))
+        found.append(Leftover(host, proc.pid, marks.run_id, marks.task, " ".join(proc.info["cmdline"] or [])[:300],
+                              tuple(g.gpu for g in gpus), sum(g.used_mib for g in gpus), killed))
     for pid, gpus in by_pid.items():
         if pid in ours:
             continue
@@ -170,10 +197,10 @@ def kill_attempts_before(run_id: str, attempt: int) -> list[int]:
     killed = []
     for proc in psutil.process_iter(["pid"]):
         try:
-            env = proc.environ()
-        except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
+            marks = run_marks(proc)
+        except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess, ValueError):
             continue
-        if env.get("TFOS_RUN_ID") == run_id and int(env.get("TFOS_ATTEMPT", attempt)) < attempt:
+        if marks is not None and marks.run_id == run_id and marks.attempt is not None and marks.attempt < attempt:
             _kill(proc.pid, grace=1.0)
             killed.append(proc.pid)
     return killed

@@ -25,9 +25,10 @@ class Register(Message):
     tensorflow: str = ""
     hostname: str = ""
     sees_model_dir: bool = True  # the run's model dir is a local path and the driver's probe file is there
+    started: str = ""  # how the node's process started: "fork", or "spawn: " and why not forked (node/forked.py)
     CHECKS = {"task": c.integer, "attempt": c.integer, "host": c.string, "port": c.integer, "pid": c.integer,
               "executor_id": c.string, "gpus": c.seq(c.string), "python": c.string, "tensorflow": c.string,
-              "hostname": c.string, "sees_model_dir": c.boolean}
+              "hostname": c.string, "sees_model_dir": c.boolean, "started": c.string}
 
 
 @message

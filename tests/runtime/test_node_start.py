@@ -1,0 +1,174 @@
+"""How a node's process starts: forked from its Python worker where that is safe, else a fresh
+interpreter (``runtime/node/forked.py``), and found by the leftover scan either way.
+
+The fork cases run in a fresh Python process of their own (this test process runs other threads,
+which make a fork unsafe and which ``fork_refusal`` refuses); everything is real: processes,
+pipes, signals, the process table, local Spark's Python workers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import psutil
+from procs import child_processes, eventually
+
+from tfos_notebook import Run
+from tfos_notebook.runtime.driver.events import Registered, TaskState
+from tfos_notebook.runtime.wire.orphans import kill_attempts_before, run_marks, scan_host
+from tfos_notebook.runtime.wire.plan import CHILD_MODULE
+
+
+def _python(code: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_fork_is_refused_with_the_reason_where_it_is_not_safe():
+    out = _python("""
+        import json, sys, threading, types
+        from tfos_notebook.runtime.node.forked import fork_refusal
+
+        command = [sys.executable, "-m", "tfos_notebook.runtime.node.child", "7", "1", "run", "0", "-", "8", "chief:0", "0"]
+        seen = {"clean": fork_refusal({}, command), "asked": fork_refusal({"TFOS_NODE_START": "spawn"}, command)}
+        sys.modules["torch"] = types.ModuleType("torch")
+        seen["torch"] = fork_refusal({}, command)
+        del sys.modules["torch"]
+        done = threading.Event()
+        threading.Thread(target=done.wait).start()
+        seen["thread"] = fork_refusal({}, command)
+        done.set()
+        print(json.dumps(seen))
+    """)
+    assert out.returncode == 0, out.stderr
+    seen = json.loads(out.stdout)
+    assert seen == {"clean": None, "asked": "TFOS_NODE_START=spawn", "torch": "this Python worker has imported torch",
+                    "thread": "this Python worker runs 2 threads"}
+
+
+def test_a_forked_process_is_what_a_spawned_one_would_be(tmp_path):
+    """Its own session, pipes, environment, import path, working directory and command line; none of
+    the worker's descriptors, exit handlers or random state; its exit code is its function's."""
+    out = _python("""
+        import atexit, json, os, socket, sys
+        import numpy as np
+        from tfos_notebook.runtime.node.forked import fork_child
+
+        tmp = sys.argv[1]
+        held = socket.socket()  # a descriptor of the worker's
+        atexit.register(lambda: open(os.path.join(tmp, f"exit-{os.getpid()}"), "w").close())
+        np.random.seed(7)
+        result_r, result_w = os.pipe()
+
+        def probe(argv):
+            import psutil
+            atexit.register(lambda: os.write(result_w, b"|own exit handler ran"))
+            print("to stdout")
+            print("to stderr", file=sys.stderr)
+            os.write(result_w, json.dumps({
+                "argv": argv, "cwd": os.getcwd(), "env": os.environ.get("PROBE"), "pythonpath": os.environ.get("PYTHONPATH"),
+                "path0": sys.path[0], "session": os.getsid(0) == os.getpid(), "draw": float(np.random.random()),
+                "held": os.readlink(f"/proc/self/fd/{held.fileno()}"), "cmdline": psutil.Process().cmdline(),
+                "stdin": sys.stdin.readline().strip()}).encode())
+            return 3
+
+        answers = []
+        for i in range(2):
+            command = [sys.executable, "-m", "some.module", str(i), "last"]
+            child = fork_child(probe, command, {"PROBE": "yes", "PYTHONPATH": "/extra"}, tmp, (result_w,), ["/extra", *sys.path])
+            child.stdin.write(b"hello\\n")
+            child.stdin.close()
+            streams = child.stdout.read().decode(), child.stderr.read().decode()
+            answers.append({"code": child.wait(10), "streams": streams})
+        os.close(result_w)
+        results = os.read(result_r, 1 << 20).decode()
+        print(json.dumps({"answers": answers, "results": results, "parent": os.getpid()}))
+    """, str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    seen = json.loads(out.stdout)
+    assert [a["code"] for a in seen["answers"]] == [3, 3]
+    assert all(a["streams"] == ["to stdout\n", "to stderr\n"] for a in seen["answers"])
+    firsts = [json.loads(part.split("|")[0]) for part in seen["results"].split("|own exit handler ran") if part]
+    assert len(firsts) == 2 and seen["results"].count("|own exit handler ran") == 2
+    for i, child in enumerate(firsts):
+        assert child["argv"] == ["some.module", str(i), "last"]
+        # padded with spaces to the length of the worker's own arguments, which this script's text makes long
+        assert [arg for arg in child["cmdline"] if arg] == [sys.executable, "-m", "some.module", str(i), "last"]
+        assert child["cwd"] == str(tmp_path) and child["env"] == "yes" and child["pythonpath"] == "/extra"
+        assert child["path0"] == "/extra" and child["session"] and child["stdin"] == "hello"
+        assert child["held"] == "/dev/null"
+    assert firsts[0]["draw"] != firsts[1]["draw"]  # numpy's global state reseeded in each
+    assert sorted(os.listdir(tmp_path)) == [f"exit-{seen['parent']}"]  # the worker's exit handler ran in it alone
+
+
+def test_a_forked_node_process_is_found_by_its_command_line_once_its_node_is_gone():
+    """The system shows a forked process its worker's environment, without ``TFOS_RUN_ID``: the
+    leftover scan reads the run from the command line the process wrote, and a relaunch's kill of
+    earlier attempts finds it too."""
+    run_id = f"20260103-000000-{os.getpid():06x}"
+    node = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
+        import sys, time
+        from tfos_notebook.runtime.node import task
+        from tfos_notebook.runtime.wire.plan import NodePlan
+
+        plan = NodePlan(sys.argv[1], "127.0.0.1", 1, b"s", None, None, [("chief", 0)], "file:///", "/tmp")
+        node = task._Node(plan, 0, [])
+        print(type(node.proc).__name__, node.proc.pid, flush=True)
+        time.sleep(300)
+    """), run_id], stdout=subprocess.PIPE, text=True)
+    child = None
+    try:
+        kind, pid = node.stdout.readline().split()
+        child = psutil.Process(int(pid))
+        assert kind == "ForkedChild"
+        assert eventually(lambda: CHILD_MODULE in child.cmdline(), timeout=5)
+        assert "TFOS_RUN_ID" not in child.environ()
+        marks = run_marks(child)
+        assert (marks.run_id, marks.task, marks.attempt) == (run_id, "chief:0", 0)
+        assert not [x for x in scan_host(gpu_holders=[]) if x.run_id == run_id]  # its node is alive
+        os.kill(child.pid, signal.SIGSTOP)  # its watchdog would end it with its node
+        node.kill()
+        node.wait()
+        found = [x for x in scan_host(gpu_holders=[]) if x.run_id == run_id]
+        assert [(x.pid, x.task) for x in found] == [(child.pid, "chief:0")]
+        assert kill_attempts_before(run_id, 1) == [child.pid]
+        assert eventually(lambda: not child.is_running() or child.status() == psutil.STATUS_ZOMBIE, timeout=10)
+    finally:
+        node.kill()
+        if child is not None and child.is_running():
+            child.kill()
+
+
+def _leaves_its_environment(args, ctx):
+    import time
+
+    time.sleep(60)
+
+
+def test_on_spark_each_node_says_how_its_process_started_and_is_found_either_way(local_spark):
+    """A node's process is forked unless its Python worker was not fit to fork (a worker this test
+    session reused may have imported TensorFlow) or ``TFOS_NODE_START=spawn`` asks for a fresh
+    interpreter; each node's registration says which, the system shows ``TFOS_RUN_ID`` in the
+    environment of a spawned one alone, and the run's helpers and scan find both by their command line."""
+    seen = {}
+    for asked, env in (("default", {}), ("spawn", {"TFOS_NODE_START": "spawn"})):
+        run = Run(local_spark.sparkContext, _leaves_its_environment, None, 2, env=env).start()
+        try:
+            assert run.events.wait_for(
+                lambda evs: sum(isinstance(e, TaskState) and e.state == "running" for e in evs) == 2, timeout=60)
+            assert eventually(lambda: len(child_processes(run.run_id)) == 2)  # noqa: B023
+            started = {f"{e.role}:{e.index}": e.started for e in run.events.events(Registered)}
+            for proc in child_processes(run.run_id):
+                marks = run_marks(proc)
+                assert ("TFOS_RUN_ID" in proc.environ()) == (started[marks.task] != "fork"), started
+            seen[asked] = sorted(started.values())
+        finally:
+            run.stop()
+        assert eventually(lambda: not child_processes(run.run_id))  # noqa: B023
+    assert all(how == "fork" or how.startswith("spawn: this Python worker") for how in seen["default"]), seen
+    assert seen["spawn"] == ["spawn: TFOS_NODE_START=spawn"] * 2
