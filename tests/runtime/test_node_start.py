@@ -172,3 +172,27 @@ def test_on_spark_each_node_says_how_its_process_started_and_is_found_either_way
         assert eventually(lambda: not child_processes(run.run_id))  # noqa: B023
     assert all(how == "fork" or how.startswith("spawn: this Python worker") for how in seen["default"]), seen
     assert seen["spawn"] == ["spawn: TFOS_NODE_START=spawn"] * 2
+
+
+def test_a_fork_that_fails_falls_back_to_a_fresh_interpreter():
+    """A worker too big to copy under the host's memory limits (``fork`` fails with ENOMEM) still
+    starts its node: the process is spawned, and its registration says why."""
+    out = _python("""
+        import errno, os, sys
+        import psutil
+        from tfos_notebook.runtime.node import task
+        from tfos_notebook.runtime.wire.plan import NodePlan
+
+        def no_memory():
+            raise OSError(errno.ENOMEM, "Cannot allocate memory")
+
+        os.fork = no_memory
+        plan = NodePlan(sys.argv[1], "127.0.0.1", 1, b"s", None, None, [("chief", 0)], "file:///", "/tmp")
+        node = task._Node(plan, 0, [])
+        try:
+            print(type(node.proc).__name__, "|", node.how_started, "|", psutil.Process(node.proc.pid).environ()["TFOS_RUN_ID"])
+        finally:
+            node.close()
+    """, f"20260104-000000-{os.getpid():06x}")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == f"Popen | spawn: fork failed: [Errno 12] Cannot allocate memory | 20260104-000000-{os.getpid():06x}"

@@ -131,7 +131,12 @@ def fork_child(main: Callable[[list[str]], int], command: list[str], env: dict[s
             stream.flush()
         except (AttributeError, OSError, ValueError):
             pass
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError:  # no memory for the copy, or too many processes: the caller spawns instead
+        for fd in (stdin_r, stdin_w, stdout_r, stdout_w, stderr_r, stderr_w):
+            os.close(fd)
+        raise
     if pid == 0:  # the child: never returns
         _run_child(main, command, env, cwd, (stdin_r, stdout_w, stderr_w), pass_fds, path)
     for fd in (stdin_r, stdout_w, stderr_w):

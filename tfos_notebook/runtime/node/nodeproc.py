@@ -250,13 +250,17 @@ def start_child(plan: NodePlan, task: int, devices: list[str], workdir: str,
                node_name(*plan.roles[task]), str(plan.attempt)]
     env = _child_env(plan, task, devices)
     refusal = fork_refusal(env, command)
+    proc = None
     if refusal is None:
         for name in shared:
             importlib.import_module(name)
         from .child import main  # before the fork: this worker's, for every node it starts
 
-        proc = fork_child(main, command, env, workdir, tuple(pass_fds), _child_path(env))
-    else:
+        try:
+            proc = fork_child(main, command, env, workdir, tuple(pass_fds), _child_path(env))
+        except OSError as e:
+            refusal = f"fork failed: {e}"
+    if proc is None:
         proc = subprocess.Popen(command, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, pass_fds=tuple(pass_fds), start_new_session=True, cwd=workdir)
     os.close(status_w)
