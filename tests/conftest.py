@@ -116,7 +116,10 @@ def pytest_collection_modifyitems(config, items):
         if names & CLUSTER_FIXTURES and "cluster" not in item.keywords:
             item.add_marker(pytest.mark.cluster)
         slot = names & SPARK_FIXTURES or "cluster" in item.keywords
-        item.add_marker(pytest.mark.xdist_group(SLOT_GROUP if slot else item.nodeid.split("::")[0]))
+        # a host-wide leftover scan that kills (the cleanup magic's test, in the slot) would kill a
+        # hostwide test's own processes if the two ran at once
+        grouped = slot or "hostwide" in item.keywords
+        item.add_marker(pytest.mark.xdist_group(SLOT_GROUP if grouped else item.nodeid.split("::")[0]))
         if (slot or "multihost" in item.keywords) and "spark" not in item.keywords:
             item.add_marker(pytest.mark.spark)
 

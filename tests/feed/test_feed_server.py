@@ -138,14 +138,15 @@ def test_a_fed_nodes_child_serves_its_data_feed_before_it_is_told_to_go(tmp_path
     """The node's child process, started as a barrier task starts it: told where to serve, it
     listens at once (with TLS on an encrypted cluster), while the cluster still forms, and leaves
     quietly when no go ever comes."""
-    from tfos_notebook.runtime.node.nodeproc import serve_feed, spawn_child
+    from tfos_notebook.runtime.node.nodeproc import serve_feed, start_child
     from tfos_notebook.runtime.wire import messages as m
     from tfos_notebook.runtime.wire.plan import NodePlan
     from tfos_notebook.runtime.wire.tls import new_identity
 
     secret = channel.RunSecret(SECRET, new_identity() if tls else None)
     plan = NodePlan("r-early", "127.0.0.1", 1, secret, None, None, [("chief", 0)], "file:///", str(tmp_path))
-    proc, status_r, _, _ = spawn_child(plan, 0, [], str(tmp_path))
+    child = start_child(plan, 0, [], str(tmp_path))
+    proc, status_r = child.proc, child.status_r
     with open(status_r, "rb") as status:
         serve_feed(proc, secret, "127.0.0.1", 1 << 20)
         serving = m.from_json(status.readline())

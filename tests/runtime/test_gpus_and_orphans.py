@@ -26,6 +26,8 @@ from tfos_notebook.runtime.wire.orphans import Leftover, kill_attempts_before, s
 INDEX_CSV = "0, GPU-8a1f\n1, GPU-77c2\n"
 APPS_CSV = "GPU-8a1f, 4242, 30512\nGPU-77c2, 5151, 1024\nGPU-77c2, 6161, [N/A]\n"
 
+pytestmark = pytest.mark.hostwide  # its leftovers must not meet another test's cleanup --kill
+
 
 def test_nvidia_smi_csv_is_parsed_by_column_not_by_word_position():
     index = parse_gpu_index(INDEX_CSV)
@@ -46,10 +48,10 @@ def test_a_process_of_a_run_with_no_live_node_is_a_leftover_and_can_be_killed():
     try:
         time.sleep(0.3)
         found = [x for x in scan_host(exclude_runs={"20260101-000000-live01"}, gpu_holders=[])
-                 if x.run_id.startswith("20260101")]
+                 if x.run_id in ("20260101-000000-dead01", "20260101-000000-live01")]
         assert [(x.pid, x.run_id, x.task) for x in found] == [(orphan.pid, "20260101-000000-dead01", "worker:1")]
         killed = [x for x in scan_host(exclude_runs={"20260101-000000-live01"}, kill=True, gpu_holders=[])
-                  if x.run_id.startswith("20260101")]
+                  if x.run_id == "20260101-000000-dead01"]
         assert killed[0].killed
         assert orphan.wait(5) is not None
         assert active.poll() is None
@@ -85,7 +87,7 @@ def test_a_node_is_recorded_before_its_child_exists_so_a_concurrent_cleanup_leav
         seen.append(run_id in _live_runs())
         raise OSError("no more processes")
 
-    monkeypatch.setattr(node_task, "spawn_child", spawn_fails)
+    monkeypatch.setattr(node_task, "start_child", spawn_fails)
     workdirs = set(glob.glob(os.path.join(tempfile.gettempdir(), f"tfos-{run_id}-0-*")))
     with pytest.raises(OSError):
         node_task._Node(plan, 0, [])

@@ -16,12 +16,15 @@ import sys
 import textwrap
 
 import psutil
+import pytest
 from procs import child_processes, eventually
 
 from tfos_notebook import Run
 from tfos_notebook.runtime.driver.events import Registered, TaskState
 from tfos_notebook.runtime.wire.orphans import kill_attempts_before, run_marks, scan_host
 from tfos_notebook.runtime.wire.plan import CHILD_MODULE
+
+pytestmark = pytest.mark.hostwide  # its leftovers must not meet another test's cleanup --kill
 
 
 def _python(code: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
