@@ -301,6 +301,7 @@ THIRD_PARTY_PRIVATES = {
     ("runtime/node/forked.py", "_exit"): "os: a forked process's exit, past its parent's frames and handlers",
     ("runtime/node/forked.py", "_clear"): "atexit: the worker's exit handlers, dropped in its forked process",
     ("runtime/node/forked.py", "_run_exitfuncs"): "atexit: the forked process's own exit handlers, run at its end",
+    ("runtime/node/forked.py", "_shutdown"): "threading: an interpreter's wait for its threads, as multiprocessing's children call it",
 }
 
 

@@ -56,7 +56,8 @@ def test_fork_is_refused_with_the_reason_where_it_is_not_safe():
 
 def test_a_forked_process_is_what_a_spawned_one_would_be(tmp_path):
     """Its own session, pipes, environment, import path, working directory and command line; none of
-    the worker's descriptors, exit handlers or random state; its exit code is its function's."""
+    the worker's descriptors, exit handlers or random state; its exit code is its function's, once
+    its threads have ended as at an interpreter's exit (a thread pool left open included)."""
     out = _python("""
         import atexit, json, os, socket, sys
         import numpy as np
@@ -69,7 +70,9 @@ def test_a_forked_process_is_what_a_spawned_one_would_be(tmp_path):
         result_r, result_w = os.pipe()
 
         def probe(argv):
+            from concurrent.futures import ThreadPoolExecutor
             import psutil
+            ThreadPoolExecutor(1).submit(int).result()  # its idle thread must not hold the exit
             atexit.register(lambda: os.write(result_w, b"|own exit handler ran"))
             print("to stdout")
             print("to stderr", file=sys.stderr)

@@ -38,3 +38,18 @@ taskcontext.install_on_import({STATE!r})
 print(pyspark.TaskContext.get().partitionId())
 """)
     assert out == "1"
+
+
+def test_a_child_forked_from_a_worker_that_ran_a_barrier_task_answers_with_its_own_context():
+    """The worker's last barrier task left its own context on ``BarrierTaskContext``, apart from
+    ``TaskContext``'s; a child forked from it inherits that one, which must not answer for the task."""
+    out = run(f"""
+from pyspark import BarrierTaskContext, TaskContext
+stale = object.__new__(BarrierTaskContext)
+BarrierTaskContext._taskContext = stale  # what BarrierTaskContext._getOrCreate() leaves in the worker
+from tfos_notebook.runtime.node import taskcontext
+taskcontext.install_on_import({STATE!r})
+c = BarrierTaskContext.get()
+print(c is not stale, c is TaskContext.get(), c.partitionId())
+""")
+    assert out == "True True 1"

@@ -167,6 +167,8 @@ def _run_child(main: Callable[[list[str]], int], command: list[str], env: dict[s
         sys.stdout = sys.__stdout__ = _unbuffered(1, "strict")
         sys.stderr = sys.__stderr__ = _unbuffered(2, "backslashreplace")
         atexit._clear()  # the worker's: its own exit is not this process's
+        if "logging" in sys.modules:  # an interpreter's exit flushes and closes the log handlers
+            atexit.register(sys.modules["logging"].shutdown)
         if "numpy" in sys.modules:
             sys.modules["numpy"].random.seed()
         code = main(argv)
@@ -176,9 +178,9 @@ def _run_child(main: Callable[[list[str]], int], command: list[str], env: dict[s
         traceback.print_exc()
     finally:
         try:
-            for thread in threading.enumerate():  # as an interpreter's exit: its threads, then exit handlers
-                if thread is not threading.current_thread() and not thread.daemon:
-                    thread.join()
+            # as an interpreter's exit: its threads' end (their own exit hooks first, which tell a
+            # thread pool's threads to end), then its exit handlers
+            threading._shutdown()
             atexit._run_exitfuncs()
             sys.stdout.flush()
             sys.stderr.flush()

@@ -58,7 +58,10 @@ def _install(module: Any, state: dict[str, Any]) -> None:
     vars(context).update(state["attrs"])
     context._resources = {name: module.ResourceInformation(name, addresses)
                           for name, addresses in state["resources"].items()}
-    module.TaskContext._setTaskContext(context)  # TaskContext.get() and BarrierTaskContext.get() answer it
+    # TaskContext.get() and BarrierTaskContext.get() answer it; a child forked from the worker
+    # inherits the worker's own context, which BarrierTaskContext keeps apart from TaskContext's
+    for kind in (module.TaskContext, module.BarrierTaskContext):
+        kind._setTaskContext(context)
     if barrier:
         module.BarrierTaskContext._initialize(*state["barrier"])
 
