@@ -7,9 +7,9 @@ only), forked from the task's Python worker where that is safe (``forked.py``, w
 with ``CUDA_VISIBLE_DEVICES`` already in its environment, so that its start overlaps the
 reservation (and, when the function uses TensorFlow, its import too: ``TFOS_PREIMPORT``,
 ``driver/preimport.py``). A fed node (input mode ``spark``) first writes a line saying where to
-serve the data feed, which the child does at once, while the cluster still forms. When the cluster spec is known the node writes
-one JSON line to its stdin: the payload and result paths and the rest of the environment
-(``TF_CONFIG``); an empty stdin means "not needed", and it exits. With ``release_port=False``,
+serve the data feed, which the child does at once, while the cluster still forms. When the cluster
+spec is known the node writes one JSON line to its stdin: the payload and result paths and the rest
+of the environment (``TF_CONFIG``); an empty stdin means "not needed", and it exits. With ``release_port=False``,
 PORT_FD is a Unix socket on which the node hands over the socket holding the node's reserved port
 (``ctx.tmp_socket``; "-" otherwise). A fresh process per run means TensorFlow's collective state
 never leaks into the next run (a fork comes from a worker that never imported it), and killing

@@ -15,9 +15,9 @@ the node's pipes, unbuffered; none of the worker's other descriptors (each is po
 /dev/null rather than closed, so that an object of the worker's closing its descriptor later
 closes nothing of the child's); the node's environment, import path and working directory;
 default signal handlers; none of the worker's exit handlers; numpy's global random state reseeded
-(the worker's would be the same for every node forked from it). It runs ``child.main`` and leaves
-with ``os._exit`` once its own threads and exit handlers are done, never returning into the
-worker's stack.
+(the worker's would be the same for every node forked from it). It runs the function it is given
+(``child.main``) and leaves with ``os._exit`` once its own threads and exit handlers are done,
+never returning into the worker's stack.
 
 Its command line is the spawned one's (``python -m tfos_notebook.runtime.node.child ...``): the
 leftover scan finds a node's process by it (``orphans.run_marks``), since the system shows a

@@ -89,12 +89,13 @@ class RunMarks:
 
 def run_marks(proc: psutil.Process) -> RunMarks | None:
     """The run marks of ``proc`` (None: not a process of any run): from its environment, or, for a
-    node's process forked from its Python worker, from its command line."""
+    node's process forked from its Python worker, from its command line (the one ``process_iter``
+    read already, where it did)."""
     env = proc.environ()
     if env.get("TFOS_RUN_ID"):
         attempt = env.get("TFOS_ATTEMPT")
         return RunMarks(env["TFOS_RUN_ID"], env.get("TFOS_TASK", ""), int(attempt) if attempt else None)
-    cmd = proc.cmdline()
+    cmd = getattr(proc, "info", {}).get("cmdline") or proc.cmdline()
     if CHILD_MODULE not in cmd:
         return None
     args = cmd[cmd.index(CHILD_MODULE) + 1:]
@@ -195,7 +196,7 @@ def kill_attempts_before(run_id: str, attempt: int) -> list[int]:
     """Kill this host's processes of run ``run_id`` from attempts before ``attempt`` (a relaunch
     starts only once they are gone); returns their pids."""
     killed = []
-    for proc in psutil.process_iter(["pid"]):
+    for proc in psutil.process_iter(["pid", "cmdline"]):
         try:
             marks = run_marks(proc)
         except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess, ValueError):
