@@ -255,16 +255,6 @@ def _pickled_cell() -> bytes:
     return cloudpickle.dumps(CellFunction("return 6 * 7", "<tfos_train In[1]>"))
 
 
-def test_no_function_is_longer_than_60_lines():
-    """Long functions hide their rules: a function over 60 lines (docstring included) is split into
-    named steps (see ``diagnose.RULES`` and ``node.task._Node``)."""
-    long = [f"{path.relative_to(PACKAGE)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
-            for path in modules().values()
-            for node in ast.walk(ast.parse(path.read_text()))
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 60]
-    assert long == []
-
-
 # Third-party objects whose private attributes the package reads for want of a public API, by
 # (module, attribute name), each with its reason. Nothing of the package itself belongs here.
 THIRD_PARTY_PRIVATES = {
@@ -352,12 +342,3 @@ def test_no_module_reads_another_objects_private_attributes():
                 offenders.append(f"{where}:{line}: {owner}.{name}")
     assert offenders == []
     assert set(THIRD_PARTY_PRIVATES) - used == set()  # the allow-list holds nothing stale
-
-
-def test_no_module_is_longer_than_300_lines():
-    """A module over 300 lines holds more than one part: it is split along its seams (see
-    ``runtime/driver/reservation.py`` beside ``supervisor.py``, ``wire/reports.py`` and
-    ``wire/orders.py`` under ``wire/messages.py``)."""
-    long = {path.relative_to(PACKAGE).as_posix(): n for path in modules().values()
-            if (n := len(path.read_text().splitlines())) > 300}
-    assert long == {}
