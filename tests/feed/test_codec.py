@@ -232,3 +232,38 @@ def test_numbers_built_on_their_buffers_equal_pyarrows_own():
     assert rows_to_batch([(1, 0.5), (2, 1.5)], schema_for_sample((1, 0.5))).column(0).type == pa.int64()
     for values in ([], [b""], [b"a", b"", b"\x00bc" * 1000]):
         assert binary_array(values).equals(pa.array(values, pa.binary()))
+
+
+class _Marks:
+    """Unpickled, it would write a file: proof that a frame's pickle ran."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def test_a_frame_with_a_pickled_arrow_extension_column_is_refused_unread(tmp_path):
+    """An Arrow IPC frame whose column claims pyarrow's pickled extension type (``arrow.py_extension_type``,
+    CVE-2023-47248: pyarrow before 14.0.1 unpickles its metadata) is refused by the feed's reader on
+    every pyarrow the package admits, and its pickle never runs (pyarrow-hotfix is loaded with the
+    feed's codec: without it, pyarrow 8 of Databricks 14.3 runs the pickle here)."""
+    import pickle
+
+    from tfos_notebook.runtime.wire.feed.codec import read_stream
+
+    marker = tmp_path / "unpickled"
+    field = pa.field("x", pa.int64(), metadata={b"ARROW:extension:name": b"arrow.py_extension_type",
+                                               b"ARROW:extension:metadata": pickle.dumps(_Marks(str(marker)))})
+    batch = pa.RecordBatch.from_arrays([pa.array([1, 2, 3])], schema=pa.schema([field]))
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batch.schema) as writer:
+        writer.write_batch(batch)
+    try:
+        _, read = read_stream(sink.getvalue().to_pybytes())
+    except Exception as e:  # pyarrow before 14.0.1, with the hotfix
+        assert "Disallowed deserialization of 'arrow.py_extension_type'" in str(e)
+    else:  # pyarrow 14.0.1 and later: an extension type it does not load is read as its storage
+        assert read.column(0).type == pa.int64()
+    assert not marker.exists()

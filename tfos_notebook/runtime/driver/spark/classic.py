@@ -121,10 +121,6 @@ class ClassicBackend(SparkBackend):
             self._mapper = mapper
         return json.loads(self._mapper.writeValueAsString(status))
 
-    def _as_java(self, scala_collection: Any) -> Any:
-        """A Scala collection as its Java counterpart (a Seq as a List, a Map as a Map)."""
-        return self.sc._jvm.scala.jdk.javaapi.CollectionConverters.asJava(scala_collection)
-
     def _total_slots(self) -> int:
         """Tasks the cluster can run at once for the default resource profile."""
         jsc = self.sc._jsc.sc()
@@ -177,10 +173,10 @@ class ClassicBackend(SparkBackend):
             for stage_id in (job.stageIds if job else []):
                 stage = tracker.getStageInfo(stage_id)
                 for attempt in range(stage.currentAttemptId + 1 if stage else 0):
-                    for task in self._as_java(store.taskList(stage_id, attempt, TASKS_PER_STAGE)):
-                        message = task.errorMessage()
-                        if message.isDefined():
-                            errors.append(str(message.get()))
+                    # as JSON: a Scala Seq has no Java view that Scala 2.12 (Spark 3.5) and 2.13 share
+                    for task in self._as_json(store.taskList(stage_id, attempt, TASKS_PER_STAGE)):
+                        if task.get("errorMessage"):
+                            errors.append(str(task["errorMessage"]))
         return tuple(errors)
 
     # -- jobs --------------------------------------------------------------------------------

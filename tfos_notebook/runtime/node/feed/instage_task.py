@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from ...wire import channel
 from ...wire.errors import DataError, FeedError
-from ...wire.feed.buffers import binary_array, values_array
+from ...wire.feed.buffers import binary_array, values_array, without_column
 from ...wire.feed.codec import batch_bytes
 from ...wire.feed.pickled import rdd_batches
 from ...wire.feed.predictions import result_values
@@ -36,7 +36,7 @@ OUTPUT_SCHEMA = pa.schema([("task", pa.int32()), ("payload", pa.binary())])
 
 def _batches(spec: InStage, items: Iterator) -> Iterator[pa.RecordBatch]:
     if spec.kind == "df":
-        return (b.drop_columns([FEED_KEY]) if FEED_KEY in b.schema.names else b for b in items)
+        return (without_column(b, FEED_KEY) if FEED_KEY in b.schema.names else b for b in items)
     # an RDD's rows (or PySpark's pickled batches of them, dealt out or gathered: ``spec.dealt``)
     return rdd_batches(items, spec.dealt, FRAME_BYTES)
 

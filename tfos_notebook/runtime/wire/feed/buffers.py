@@ -54,11 +54,11 @@ def values_array(values: list, typ: pa.DataType) -> pa.Array:
     of the type's range, another type) through pyarrow, which converts it or names the mismatch."""
     kind = int if pa.types.is_integer(typ) else float if pa.types.is_float64(typ) else None
     if kind is not None and all(type(v) is kind for v in values):  # bool is an int: not taken
-        try:
-            return numbers_array(np.array(values, numpy_dtype(typ)), typ)
-        except OverflowError:  # pyarrow's own error names it
-            pass
-    return pa.array(values, type=typ)
+        dtype = numpy_dtype(typ)
+        # numpy before 2 wraps an int out of the dtype's range without a word: the range is checked here
+        if kind is float or not values or np.iinfo(dtype).min <= min(values) and max(values) <= np.iinfo(dtype).max:
+            return numbers_array(np.array(values, dtype), typ)
+    return pa.array(values, type=typ)  # pyarrow's own error names what does not fit
 
 
 def binary_array(values: list[bytes]) -> pa.Array:
@@ -66,3 +66,25 @@ def binary_array(values: list[bytes]) -> pa.Array:
     offsets = np.zeros(len(values) + 1, np.int32)
     np.cumsum([len(v) for v in values], out=offsets[1:])
     return pa.Array.from_buffers(pa.binary(), len(values), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(values))])
+
+
+# Record batches cut and joined as pyarrow 8 (Databricks 14.3's) can: ``RecordBatch.drop_columns``,
+# ``RecordBatch.select`` and ``pa.concat_batches`` are pyarrow 13-19's.
+def without_column(batch: pa.RecordBatch, name: str) -> pa.RecordBatch:
+    """``batch`` less its column ``name``, its schema's metadata kept."""
+    i = batch.schema.get_field_index(name)
+    return pa.RecordBatch.from_arrays(batch.columns[:i] + batch.columns[i + 1:], schema=batch.schema.remove(i))
+
+
+def select_columns(batch: pa.RecordBatch, names: list[str]) -> pa.RecordBatch:
+    """``batch``'s columns ``names``, in that order. Through a table, whose row count stays when
+    no column is selected (a batch made of no column has no row)."""
+    if batch.num_rows:
+        return pa.Table.from_batches([batch]).select(names).to_batches()[0]
+    at = [batch.schema.get_field_index(n) for n in names]
+    return pa.RecordBatch.from_arrays([batch.column(i) for i in at], schema=pa.schema([batch.schema.field(i) for i in at]))
+
+
+def concat_batches(parts: list[pa.RecordBatch]) -> pa.RecordBatch:
+    """Record batches of one schema as one."""
+    return pa.Table.from_batches(parts).combine_chunks().to_batches()[0]

@@ -19,6 +19,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+# pyarrow before 14.0.1 runs code from a crafted IPC stream (an ``arrow.py_extension_type`` column:
+# CVE-2023-47248); the published hotfix refuses such a column. Every module of the package that
+# reads Arrow IPC (the feed's both ends, the spill, the predictions) imports this one first.
+import pyarrow_hotfix  # noqa: F401,I001
+
 from ..errors import DataError, FeedError
 from .buffers import array_to_numpy, numbers_array, numpy_dtype, values_array
 

@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from .. import channel
 from ..errors import ChannelError, FeedError, FeedTimeout
+from .buffers import concat_batches, select_columns
 from .codec import batches_of_rows, slices
 from .nodequery import ask_driver
 from .predictions import join, result_values
@@ -225,7 +226,7 @@ class InferFeed:
                     except CONNECTION_ERRORS as e:
                         raise _lost(where, sent - answered, e, self.node_failure(node)) from e
                     sent += piece.num_rows
-                    pending.append(piece.select(self.keep or []))
+                    pending.append(select_columns(piece, self.keep or []))
                 while not answers.empty():
                     results = _answer(answers.get(), where, sent - answered)
                     answered += results.num_rows
@@ -286,4 +287,4 @@ def _take(pending: deque, n: int) -> pa.RecordBatch:
         else:
             pending[0] = head.slice(k)
         n -= k
-    return parts[0] if len(parts) == 1 else pa.concat_batches(parts)
+    return parts[0] if len(parts) == 1 else concat_batches(parts)
