@@ -14,8 +14,9 @@ import logging
 import os
 import time
 import uuid
+from typing import TYPE_CHECKING
 
-from mlflow.entities import Experiment, LoggedModel, LoggedModelStatus, Run, RunData, RunInfo, RunStatus
+from mlflow.entities import Experiment, Run, RunData, RunInfo, RunStatus
 from mlflow.exceptions import MlflowException
 from mlflow.store.artifact.artifact_repo import ArtifactRepository
 from mlflow.store.entities.paged_list import PagedList
@@ -23,6 +24,9 @@ from mlflow.store.tracking.abstract_store import AbstractStore
 
 from ..wire.messages import MlflowCalls
 from .statuspipe import current
+
+if TYPE_CHECKING:
+    from mlflow.entities import LoggedModel
 
 log = logging.getLogger(__name__)
 
@@ -123,9 +127,12 @@ class RelayStore(AbstractStore):
     def rename_experiment(self, experiment_id, new_name):
         raise _refused("renaming an experiment")
 
-    # -- models: kept here only for the calls that make them (their files are dropped) -------------
+    # -- models: kept here only for the calls that make them (their files are dropped); the logged
+    # models are MLflow 3's, which alone calls these ---------------------------------------------
     def create_logged_model(self, experiment_id, name=None, source_run_id=None, tags=None, params=None,
                             model_type=None) -> LoggedModel:
+        from mlflow.entities import LoggedModel, LoggedModelStatus
+
         model_id = f"m-{uuid.uuid4().hex}"
         now = int(time.time() * 1000)
         model = LoggedModel(EXPERIMENT_ID, model_id, name or "model", f"{ARTIFACT_SCHEME}:/models/{model_id}", now,
