@@ -19,7 +19,13 @@ The names below are imported on first use (see ``lazy.py``).
 
 from __future__ import annotations
 
-from .lazy import lazy_exports
+import sys
+
+if sys.version_info < (3, 10):  # noqa: UP036 (pip refuses such an install, requires-python; a path may not)
+    raise ImportError(f"tfos_notebook needs Python 3.10 or newer (the oldest a Databricks Runtime LTS for Machine "
+                      f"Learning it supports runs); this is Python {sys.version.split()[0]}")
+
+from .lazy import lazy_exports  # noqa: E402
 
 __version__ = "0.1.0"
 

@@ -11,3 +11,8 @@ class TFOSError(Exception):
 
 class ConfigError(TFOSError, ValueError):
     """Something impossible was asked for (bad counts, an unknown role or run, a bad option)."""
+
+
+class UnsupportedVersion(TFOSError, ImportError):
+    """A package this one needs is missing or older than the oldest release it supports; the
+    message names the version found, the floor and the fix."""

@@ -153,6 +153,31 @@ def test_rows_a_nodes_task_cannot_type_fail_the_nodes_function_at_once_naming_th
     assert sc.parallelize(range(4), 2).count() == 4
 
 
+def _fails_at_row_700(i: int) -> tuple[int, float]:
+    if i == 700:
+        raise ZeroDivisionError(f"row {i} cannot be made")
+    return i, 1.0
+
+
+def test_a_nodes_task_that_fails_computing_its_data_fails_the_run_with_the_tasks_traceback(local_spark):
+    """An error of the node's own Spark task (here the user's map over the data, computed in the
+    task as it feeds the node) reaches the user as the node's error with the task's traceback,
+    within seconds and without a relaunch, which would meet the same row. Failed before: "the node's
+    connection closed before it reported a result: its executor or Python worker died", three
+    attempts, and the traceback only in the executor's stderr."""
+    from tfos_notebook import NodeError
+    from tfos_notebook.runtime.node.feed.fednode import NODE_ERROR_WAIT
+
+    sc = local_spark.sparkContext
+    rdd = sc.parallelize(range(ROWS), 2).map(_fails_at_row_700)
+    t0 = time.monotonic()
+    run = Run(local_spark, nodes.datafeed_ids, {}, 2, input_mode="spark", retries=2).start(rdd)
+    with pytest.raises(NodeError, match=r"(?s)the node's Spark task failed beside it:.*ZeroDivisionError: row 700 cannot"):
+        run.wait(120)
+    assert time.monotonic() - t0 < 3 * NODE_ERROR_WAIT and run.attempt == 0
+    assert sc.parallelize(range(4), 2).count() == 4
+
+
 def test_a_dataframes_arrow_schema_is_made_by_pyspark_35s_converter_too(local_spark, monkeypatch):
     """pyspark 3.5's ``to_arrow_schema`` takes the schema alone (4.0 added its time zone and large
     types): the schema is made with what the converter takes, with no job. Failed before (seen on a

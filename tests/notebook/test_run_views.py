@@ -285,3 +285,20 @@ def test_the_monitor_and_the_text_lines_link_the_runs_mlflow_run():
             in monitor.header.value)
     TextMonitor("r", RUN, write=lines.append).update([local])
     assert lines[-1] == "[tfos] r: MLflow run 4f2a in sqlite:////tmp/mlflow.db"
+
+
+def test_both_monitors_say_which_keras_tf_keras_is_on_the_nodes():
+    """Each node registers with the Keras its ``tf.keras`` is (tf-keras where installed, else the
+    ``keras`` package: Keras 3 from Databricks 15.4 on, Keras 2 on 14.3); the views say it once."""
+    from dataclasses import replace
+
+    from tfos_notebook.runtime.driver.events import Registered
+
+    events = [replace(e, keras="tf-keras 2.16.0") if isinstance(e, Registered) else e for e in two_node_run(steps=2)]
+    lines: list[str] = []
+    TextMonitor("digits", RUN, write=lines.append).update(events)
+    assert ("[tfos] digits: cluster ready: chief:0 10.0.0.1:4000, worker:0 10.0.0.2:4001 (tf.keras: tf-keras 2.16.0)"
+            in lines)
+    monitor = Monitor("digits", RUN, on_stop=lambda: None)
+    monitor.update(events)
+    assert "tf.keras on the nodes: tf-keras 2.16.0" in monitor.tasks.value

@@ -689,3 +689,23 @@ def test_a_run_whose_cluster_cannot_be_read_fails_instead_of_hanging():
     backend.gone = True  # the user stopped the SparkContext while the run waited
     with pytest.raises(SparkJobError, match="cannot read the cluster's free slots: the SparkContext was stopped"):
         run.wait(5)
+
+
+def test_a_node_with_a_tensorflow_older_than_the_floor_fails_the_run_at_registration_with_the_floor():
+    """TensorFlow below the oldest release supported (2.14, Databricks 14.3 LTS ML's) is refused as
+    the node registers, naming the version, the node and the fix, before any function runs and
+    without a relaunch (every host of the cluster has the same install)."""
+
+    def script(plan, task, cancel):
+        node = FakeNode(plan, task)
+        node.send(m.Register(task=task, attempt=plan.attempt, host="127.0.0.1", port=40000 + task, pid=1000 + task,
+                             python="3.10.12", tensorflow="2.12.0" if task == 1 else "2.14.1"))
+        node.wait_for_stop(5)
+        node.close()
+        return {"task": task}
+
+    run = start(script, retries=2)
+    with pytest.raises(NodeError, match=r"tensorflow 2\.12\.0 is older than 2\.14, the oldest tfos_notebook supports: "
+                                        r"install tensorflow>=2\.14 .* \(found on 127\.0\.0\.1\)"):
+        run.wait(10)
+    assert run.attempt == 0 and run.state is RunState.FAILED

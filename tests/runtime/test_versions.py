@@ -49,3 +49,44 @@ def test_a_stray_tensorflow_metadata_folder_elsewhere_on_the_path_is_not_taken(t
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: tensorflow\nVersion: 0.0.1\n")
     assert _versions(str(tmp_path))["tensorflow"] == _installed_tensorflow()
+
+
+def test_each_release_below_the_floor_is_named_with_the_floor():
+    from tfos_notebook.runtime.wire.versions import tensorflow_too_old, too_old
+
+    assert too_old("pyspark", "3.4.1") == "pyspark 3.4.1 is older than 3.5, the oldest tfos_notebook supports"
+    assert too_old("pyspark", "3.5.0") == too_old("pyspark", "4.0.0+databricks") == ""
+    assert too_old("tensorflow", "2.9.3") != "" and too_old("tensorflow", "2.14.1") == ""
+    assert tensorflow_too_old("2.13.1").endswith("install tensorflow>=2.14 (and tf-keras of the same release) on "
+                                                 "the executors")
+    assert tensorflow_too_old("") == ""  # no TensorFlow: its own finding (tensorflow_missing) says so
+
+
+def _import_spark_seam(prelude: str) -> subprocess.CompletedProcess:
+    code = prelude + "\nimport tfos_notebook.runtime.driver.spark"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+
+
+def test_a_pyspark_older_than_35_is_refused_where_the_package_first_needs_spark():
+    done = _import_spark_seam("import pyspark; pyspark.__version__ = '3.4.1'")
+    assert done.returncode != 0
+    assert ("UnsupportedVersion: pyspark 3.4.1 is older than 3.5, the oldest tfos_notebook supports: use Spark 3.5 "
+            "or newer (on Databricks, Runtime 14.3 LTS or later)") in done.stderr
+
+
+def test_without_pyspark_the_package_says_where_spark_comes_from():
+    done = _import_spark_seam("import sys; sys.modules['pyspark'] = None")
+    assert done.returncode != 0
+    assert "tfos_notebook needs pyspark, which this Python cannot import" in done.stderr
+    assert "pip install 'tfos_notebook[spark]'" in done.stderr
+    plain = subprocess.run([sys.executable, "-c", "import sys; sys.modules['pyspark'] = None; import tfos_notebook; "
+                            "import tfos_notebook.runtime.wire.versions"], capture_output=True, text=True, timeout=60)
+    assert plain.returncode == 0, plain.stderr  # the package itself imports without Spark (a node's child does)
+
+
+def test_which_keras_tf_keras_is_says_the_package_and_its_version():
+    from tfos_notebook.runtime.wire.versions import keras_in_use
+
+    legacy, plain = keras_in_use(True), keras_in_use(False)
+    assert legacy == f"tf-keras {metadata.version('tf-keras')}"  # the test stack has tf-keras
+    assert plain == f"keras {metadata.version('keras')}"

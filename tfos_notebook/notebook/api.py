@@ -50,6 +50,8 @@ class TrainOptions:
         tensorboard: start a live TensorBoard for the run, shown in the monitor.
         mlflow: log the run to MLflow: True, an experiment's name, False, or None (the
             ``TFOS_MLFLOW`` setting decides; see ``Run``).
+        keras3: run ``tf.keras`` as Keras 3 on the nodes, not as tf-keras (which they run wherever
+            it is installed: see ``Run``'s ``legacy_keras``).
     """
 
     workers: int = 2
@@ -68,6 +70,7 @@ class TrainOptions:
     monitor: str = "auto"
     tensorboard: bool = True
     mlflow: bool | str | None = None
+    keras3: bool = False
 
     @property
     def num_nodes(self) -> int:
@@ -154,7 +157,7 @@ def train(body: str, options: TrainOptions, user_ns: MutableMapping[str, Any], *
     run = Run(spark, cell, options.cell_args(), options.num_nodes, num_ps=options.ps,
               eval_node=options.evaluator, log_dir=options.logdir, model_dir=options.model_dir,
               reservation_timeout=options.reservation_timeout, gpus_per_node=options.gpus, name=options.name,
-              input_mode=options.input_mode, mlflow=options.mlflow)
+              input_mode=options.input_mode, mlflow=options.mlflow, legacy_keras=False if options.keras3 else None)
     run.start(data, options.epochs)  # with data, each node is fed its share by its own task (in-stage)
     handle = TrainRun(run, cell, monitor, OutputTarget(shell))
     if options.tensorboard:

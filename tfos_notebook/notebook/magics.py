@@ -64,6 +64,9 @@ class TFOSMagics(Magics):
                    "inside an active MLflow run, as its child); by default on Databricks only "
                    "(%%tfos_config mlflow on|off|auto, env TFOS_MLFLOW)")
     @argument("--no-mlflow", dest="mlflow", action="store_const", const=False, help="do not log the run to MLflow")
+    @argument("--keras3", action="store_true",
+              help="run tf.keras as Keras 3 on the nodes (default: tf-keras where installed, since Keras 3's "
+                   "multi-worker fit is broken upstream)")
     @argument("--no-tensorboard", dest="tensorboard", action="store_false",
               help="start no TensorBoard for the run (by default one starts with it, shown in the monitor, "
                    "and stays up until %%tfos_tensorboard RUN --stop or the kernel exits)")

@@ -94,7 +94,9 @@ def tasks_html(view: RunView) -> str:
             cells[9] = f'<span title="{html.escape(NOT_MEASURED)}">n/m</span>'
         tds = "".join(f'<td style="padding:0 8px">{c}</td>' for c in cells)
         rows.append(f'<tr data-task="{task}">{tds}</tr>')
-    return f'<table style="border-collapse:collapse"><tr>{head}</tr>{"".join(rows)}</table>'
+    keras = (f'<div class="tfos-keras" style="color:#6b7280;font-size:0.85em">tf.keras on the nodes: '
+             f"{html.escape(view.keras)}</div>" if view.keras else "")
+    return f'<table style="border-collapse:collapse"><tr>{head}</tr>{"".join(rows)}</table>{keras}'
 
 
 def logs_html(view: RunView, show_noise: bool = False) -> str:

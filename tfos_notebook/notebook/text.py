@@ -75,8 +75,9 @@ class TextMonitor:
                 self._say(f"launching {e.num_tasks} nodes{again} ({', '.join(e.roles)})")
             elif isinstance(e, ClusterReady):
                 self._flush_registered()
+                keras = f" (tf.keras: {self.view.keras})" if self.view.keras else ""
                 self._say("cluster ready: " + ", ".join(f"{r.name} {r.host}:{r.port}" for r in
-                                                         sorted(self.view.rows.values(), key=lambda r: r.task)))
+                                                         sorted(self.view.rows.values(), key=lambda r: r.task)) + keras)
             elif isinstance(e, TaskState):
                 detail = f" ({e.detail})" if e.detail else ""
                 states.setdefault(e.state, []).append(f"{e.name}{detail}")

@@ -53,6 +53,7 @@ class TaskRow:
     metrics: dict[str, float] = field(default_factory=dict)
     curves: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
     gpu_stats: tuple[tuple[str, int, int, int], ...] = ()
+    keras: str = ""  # which Keras its tf.keras is ("tf-keras 2.16.0"), as it registered
 
     def add_point(self, step: int, metrics: dict[str, float]) -> None:
         """Keep ``(step, value)`` of each metric; past ``MAX_CURVE_POINTS`` every other old point goes."""
@@ -132,6 +133,12 @@ class RunView:
             self.rows[e.task] = TaskRow(e.task, e.role, e.index)
         return self.rows[e.task]
 
+    @property
+    def keras(self) -> str:
+        """Which Keras ``tf.keras`` is on the nodes ("tf-keras 2.16.0"; several, comma-separated,
+        where nodes differ; "" before any registered)."""
+        return ", ".join(sorted({r.keras for r in self.rows.values() if r.keras}))
+
     def apply(self, e: Event) -> None:
         """Fold one event into the view."""
         if self.started_at is None:
@@ -153,7 +160,7 @@ class RunView:
         elif isinstance(e, Registered):
             row = self._row(e)
             row.host, row.executor_id, row.port, row.state = e.host, e.executor_id, e.port, "registered"
-            row.gpus = e.gpus or row.gpus
+            row.gpus, row.keras = e.gpus or row.gpus, e.keras
         elif isinstance(e, GpuAssigned):
             self._row(e).gpus = e.addresses
         elif isinstance(e, GpuStats):

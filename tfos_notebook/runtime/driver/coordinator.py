@@ -181,11 +181,11 @@ class Coordinator:
             node.conn, node.host, node.port, node.executor_id = conn, msg.host, msg.port, msg.executor_id
             node.hostname, node.sees_model_dir, node.heard = msg.hostname, msg.sees_model_dir, time.monotonic()
             conn.attrs["node"] = node
-            self.hooks.versions(node.name, msg.python, msg.tensorflow)
+            self.hooks.versions(node, msg.python, msg.tensorflow)
             node.state = NodeState.REGISTERED
             self.events.publish(Registered(self.run_id, task=node.task, role=node.role, index=node.index,
                                            host=node.host, executor_id=node.executor_id, port=node.port,
-                                           pid=msg.pid, gpus=msg.gpus, started=msg.started))
+                                           pid=msg.pid, gpus=msg.gpus, started=msg.started, keras=msg.keras))
             if msg.gpus:
                 self.events.publish(GpuAssigned(self.run_id, task=node.task, role=node.role, index=node.index,
                                                 host=node.host, addresses=msg.gpus))

@@ -53,6 +53,7 @@ class Registered(NodeEvent):
     pid: int
     gpus: tuple[str, ...] = ()
     started: str = ""  # how its process started: "fork", or "spawn: " and why it was not forked
+    keras: str = ""  # which Keras its tf.keras is ("tf-keras 2.16.0", "keras 3.5.0"; "" if neither)
 
 
 @dataclass(frozen=True)

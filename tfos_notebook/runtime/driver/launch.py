@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...tracking.settings import resolve as resolve_tracking
 from ..wire.plan import NodePlan
+from ..wire.versions import uses_legacy_keras
 from .control import ControlPlane
 from .errors import ConfigError, PreflightError, RunStopped
 from .events import EventStream, FeedPlanned
@@ -31,6 +32,7 @@ from .feed.api import RunFeeding
 from .finding import blockers
 from .forward import forward
 from .insight import Insight, Progress
+from .kerascheck import refuse_keras3_for_tf_keras
 from .lifecycle import Lifecycle, RunState
 from .outcome import RunOutcome
 from .preimport import preimports
@@ -84,7 +86,10 @@ class Run:
             task (0: that node sees no GPU, whatever its task holds).
         env: extra environment variables for the nodes' processes (set before they import TensorFlow,
             which they do while the cluster forms when ``main_fun`` uses it; ``TFOS_PREIMPORT=''``: not).
-        legacy_keras: set TF_USE_LEGACY_KERAS=1 on the nodes (None: when tf-keras is installed there).
+        legacy_keras: run ``tf.keras`` as tf-keras (Keras 2) on the nodes, ``TF_USE_LEGACY_KERAS=1``
+            (None: wherever tf-keras is installed there; ``env`` setting ``TF_USE_LEGACY_KERAS`` wins).
+            Each node registers with the Keras it runs (the monitor shows it). A Keras 3 object made
+            here and handed to nodes that run tf-keras is refused with a ``ConfigError``.
         name: a label for views; defaults to the run id.
         preflight_wait: ``TFCluster.run`` only: seconds it waits for executors that are still
             starting before it decides whether a slot is free for feeding beside the nodes
@@ -119,6 +124,7 @@ class Run:
                  release_port: bool = True, mlflow: bool | str | None = None) -> None:
         if not callable(main_fun):
             raise ConfigError(f"main_fun must be a function taking (args, ctx), got {type(main_fun).__name__}")
+        refuse_keras3_for_tf_keras(main_fun, args, uses_legacy_keras(legacy_keras, env or {}))
         self.roles = plan_roles(num_nodes, num_ps, master_node, eval_node)
         if input_mode not in ("tensorflow", "spark"):
             raise ConfigError(f"input_mode must be 'tensorflow' or 'spark', got {input_mode!r}")

@@ -43,7 +43,8 @@ class Hooks(Protocol):
 
     def leftovers(self, items: tuple[dict, ...]) -> None: ...
 
-    def versions(self, node: str, python: str, tensorflow: str) -> None: ...
+    def versions(self, node: NodeRecord, python: str, tensorflow: str) -> None:
+        """The Python and TensorFlow versions a node registered with."""
 
     def files(self, node_dir: str, chunks: list[Chunk]) -> dict[str, int] | None:
         """Shipped event-file bytes; returns ``{relpath: offset}`` of bytes to send again."""

@@ -20,6 +20,7 @@ from ..wire import messages as m
 from ..wire.filetail import Chunk
 from ..wire.states import NodeState
 from ..wire.timeouts import Deadline
+from ..wire.versions import tensorflow_too_old
 from ..wire.watchdog import WATCHDOG_SECS as CHILD_WATCHDOG_SECS
 from .coordinator import BACKGROUND_ROLES, Coordinator
 from .errors import (
@@ -273,8 +274,11 @@ class Supervisor:
     def leftovers(self, items: tuple[dict, ...]) -> None:
         self.diagnosis.add_leftovers(items)
 
-    def versions(self, node: str, python: str, tensorflow: str) -> None:
-        self.diagnosis.add_versions(node, python, tensorflow)
+    def versions(self, node: NodeRecord, python: str, tensorflow: str) -> None:
+        self.diagnosis.add_versions(node.name, python, tensorflow)
+        too_old = tensorflow_too_old(tensorflow)
+        if too_old:  # at once, before any function runs; not retried: every host has the same install
+            self.abort(NodeError(node.role, node.index, node.where, f"{too_old} (found on {node.where})"))
 
     def files(self, node_dir: str, chunks: list[Chunk]) -> dict[str, int] | None:
         sink = self.file_sink

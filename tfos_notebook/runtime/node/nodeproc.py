@@ -22,7 +22,7 @@ from ..wire import messages as m
 from ..wire.errors import ChannelError
 from ..wire.plan import CHILD_MODULE, FEED_SERVER_MODULE, PREIMPORT_ENV, chief_of, node_name
 from ..wire.timeouts import Deadline
-from ..wire.versions import tf_keras_installed
+from ..wire.versions import LEGACY_KERAS_ENV, uses_legacy_keras
 from .forked import ForkedChild, fork_child, fork_refusal
 from .mlflowrelay import relay_env
 
@@ -155,11 +155,8 @@ def _child_env(plan: NodePlan, task: int, devices: list[str]) -> dict:
     env["TFOS_TASK"] = node_name(*plan.roles[task])
     env["TFOS_ATTEMPT"] = str(plan.attempt)
     env["PYTHONUNBUFFERED"] = "1"
-    legacy = plan.legacy_keras
-    if legacy is None:
-        legacy = tf_keras_installed()
-    if legacy:
-        env.setdefault("TF_USE_LEGACY_KERAS", "1")
+    if LEGACY_KERAS_ENV not in env and uses_legacy_keras(plan.legacy_keras, env):
+        env[LEGACY_KERAS_ENV] = "1"
     if plan.preimport:  # Run(env={PREIMPORT_ENV: ""}) turns it off
         first = (FEED_SERVER_MODULE,) if plan.serves_feed(task) else ()
         env.setdefault(PREIMPORT_ENV, ",".join(first + tuple(plan.preimport)))

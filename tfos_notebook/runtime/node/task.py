@@ -28,7 +28,7 @@ from ..wire.orphans import kill_attempts_before, pid_dir
 from ..wire.paths import is_shared_logdir, local_path, node_dir_name, work_prefix
 from ..wire.plan import NodePlan, node_name
 from ..wire.procs import dump_stacks, kill_process_group
-from ..wire.versions import installed_versions
+from ..wire.versions import installed_versions, keras_in_use, uses_legacy_keras
 from . import taskcontext
 from .ctx import NodeContext
 from .export import DEFAULT_FS_ENV, WORKING_DIR_ENV
@@ -154,6 +154,7 @@ class _Node:
         self.output: ChildOutput | None = None
         self.reservation: socket.socket | None = None
         self.started, self.ended = threading.Event(), threading.Event()  # the child was told to go; it ended
+        self.registered = threading.Event()
 
     def _record(self, **child: int) -> None:
         """This node's record under ``pid_dir()`` (its run is live while this process is:
@@ -185,12 +186,14 @@ class _Node:
             task=task, attempt=plan.attempt, host=self.host, port=self.reservation.getsockname()[1],
             pid=os.getpid(), gpus=tuple(self.devices), executor_id=spark_executor_id(),
             hostname=socket.gethostname(), sees_model_dir=sees_probe(plan.model_dir_probe), started=self.how_started,
+            keras=keras_in_use(uses_legacy_keras(plan.legacy_keras, {**os.environ, **plan.env})),
             **installed_versions())))
         self.output = ChildOutput(self.proc, self.status_r, conn, local_feed)
         self.reporter = threading.Thread(target=report_leftovers, daemon=True,
                                          args=(plan.run_id, conn, self.host, self.started, self.ended))
         self.reporter.start()
         self.orders = Orders(conn)
+        self.registered.set()
 
     def start_function(self, cluster: m.Cluster, log_dir: str, model_dir: str | None) -> None:
         """Hand the child its function, arguments and ``ctx`` for ``cluster``, free the reserved
@@ -218,6 +221,18 @@ class _Node:
         self.proc.stdin.close()
         self.conn.send(m.encode(m.NodeStateReport("running", self.proc.pid)))
         self.started.set()
+
+    def task_failed(self, traceback_text: str, wait: float) -> None:
+        """This node's Spark task failed beside it (feeding it): tell the driver why, as the node's
+        error, not a lost node to relaunch (it would fail the same way), and end its process. The
+        node registers first when it is about to (``wait`` seconds at most)."""
+        if self.registered.wait(wait):
+            try:
+                self.conn.send(m.encode(m.Result(ok=False, traceback=f"the node's Spark task failed beside it:\n"
+                                                                      f"{traceback_text.rstrip()}")))
+            except OSError as e:
+                log.warning("could not report the task's failure to the driver: %s", e)
+        kill_process_group(self.proc, 0.5)
 
     def close(self) -> None:
         """Kill the child's process group and let go of everything the node held."""

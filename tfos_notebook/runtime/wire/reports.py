@@ -26,9 +26,10 @@ class Register(Message):
     hostname: str = ""
     sees_model_dir: bool = True  # the run's model dir is a local path and the driver's probe file is there
     started: str = ""  # how the node's process started: "fork", or "spawn: " and why not forked (node/forked.py)
+    keras: str = ""  # which Keras tf.keras is in the node's process: "tf-keras 2.16.0", "keras 3.5.0"...
     CHECKS = {"task": c.integer, "attempt": c.integer, "host": c.string, "port": c.integer, "pid": c.integer,
               "executor_id": c.string, "gpus": c.seq(c.string), "python": c.string, "tensorflow": c.string,
-              "hostname": c.string, "sees_model_dir": c.boolean, "started": c.string}
+              "hostname": c.string, "sees_model_dir": c.boolean, "started": c.string, "keras": c.string}
 
 
 @message

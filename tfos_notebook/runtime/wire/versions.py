@@ -1,10 +1,60 @@
-"""What both ends read of the installed packages, without importing them: Python's and TensorFlow's
-versions (a node reports its own, the driver compares them with its own) and whether tf-keras is there."""
+"""What both ends read of the installed packages, without importing them: Python's, TensorFlow's and
+Keras's versions (a node reports its own, the driver compares them with its own), whether tf-keras is
+there, and the oldest releases this package supports (``FLOORS``)."""
 
 from __future__ import annotations
 
 import os
+import re
 import sys
+from collections.abc import Mapping
+
+from ...errors import UnsupportedVersion
+
+#: The oldest release of each that this package supports: those of the oldest Databricks Runtime
+#: LTS for Machine Learning it is tested on (14.3: Python 3.10, Spark 3.5.0, TensorFlow 2.14.1).
+#: Spark 3.5 is where barrier ``mapInArrow`` (the gang on Spark Connect) and Connect's job tags begin.
+FLOORS = {"python": (3, 10), "pyspark": (3, 5), "tensorflow": (2, 14)}
+
+
+def release(version: str) -> tuple[int, int]:
+    """The (major, minor) of a version string (``"2.16.1"``, ``"3.5.0.dev0"``, ``"4.0.0+db"``)."""
+    found = re.match(r"(\d+)\.(\d+)", version)
+    return (int(found.group(1)), int(found.group(2))) if found else (0, 0)
+
+
+def too_old(name: str, version: str) -> str:
+    """Why ``version`` of ``name`` (a key of ``FLOORS``) cannot run this package, or ""."""
+    floor = FLOORS[name]
+    if release(version) >= floor:
+        return ""
+    need = ".".join(map(str, floor))
+    return f"{name} {version} is older than {need}, the oldest tfos_notebook supports"
+
+
+def require_pyspark() -> str:
+    """pyspark's version, once it is known to be importable and new enough.
+
+    Raises:
+        UnsupportedVersion: pyspark is missing, or older than ``FLOORS["pyspark"]``.
+    """
+    try:
+        import pyspark
+    except ImportError as e:
+        raise UnsupportedVersion(
+            f"tfos_notebook needs pyspark, which this Python cannot import ({e}): where Spark runs the "
+            "notebook (a Spark cluster, a Databricks runtime) use that Python, whose Spark provides it; "
+            "elsewhere install it with the package: pip install 'tfos_notebook[spark]'") from e
+    why = too_old("pyspark", pyspark.__version__)
+    if why:
+        raise UnsupportedVersion(f"{why}: use Spark 3.5 or newer (on Databricks, Runtime 14.3 LTS or later)")
+    return pyspark.__version__
+
+
+def tensorflow_too_old(version: str) -> str:
+    """Why TensorFlow ``version`` (as a node reports it) cannot run a node, with the fix; or ""."""
+    why = too_old("tensorflow", version) if version else ""
+    return f"{why}: install tensorflow>=2.14 (and tf-keras of the same release) on the executors" if why else ""
 
 
 def tf_keras_installed() -> bool:
@@ -18,6 +68,32 @@ def tf_keras_installed() -> bool:
 
 #: The distributions that install the ``tensorflow`` package, in the order they are looked for.
 TENSORFLOW_DISTRIBUTIONS = ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tf-nightly")
+
+
+LEGACY_KERAS_ENV = "TF_USE_LEGACY_KERAS"
+
+
+def uses_legacy_keras(setting: bool | None, env: Mapping[str, str]) -> bool:
+    """Whether a node's process of environment ``env`` runs ``tf.keras`` as tf-keras: as its
+    ``TF_USE_LEGACY_KERAS`` says where set, else as the run's ``legacy_keras`` ``setting`` says,
+    else wherever tf-keras is installed (Keras 3's multi-worker ``fit`` is broken upstream)."""
+    if LEGACY_KERAS_ENV in env:
+        return env[LEGACY_KERAS_ENV] in ("1", "true", "True")  # as TensorFlow reads it
+    return tf_keras_installed() if setting is None else setting
+
+
+def keras_in_use(legacy: bool) -> str:
+    """Which Keras ``tf.keras`` is in a process whose ``TF_USE_LEGACY_KERAS`` is ``legacy``:
+    ``tf-keras 2.16.0`` (Keras 2, from its own package), ``keras 3.5.0``, or ``keras 2.14.0`` (what
+    TensorFlow before 2.16 ships as tf.keras); "" when neither is installed."""
+    from importlib import metadata
+
+    for name in (("tf-keras", "keras") if legacy else ("keras",)):
+        try:
+            return f"{name} {metadata.version(name)}"
+        except metadata.PackageNotFoundError:
+            continue
+    return ""
 
 
 def installed_versions() -> dict[str, str]:

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from .backend import (
+from ...wire.versions import require_pyspark
+
+#: The pyspark this process runs (checked here, where the package first needs Spark: a missing or
+#: too old pyspark is refused with the fix before anything is launched).
+PYSPARK_VERSION = require_pyspark()
+
+from .backend import (  # noqa: E402
     BarrierFn,
     ClusterView,
     DataBarrierFn,
@@ -14,10 +20,10 @@ from .backend import (
     SparkJob,
     is_connect,
 )
-from .classic import ClassicBackend
-from .connect import ConnectBackend, DriverUnreachable
-from .errors import error_summary
-from .hadoopfs import HadoopFileSystem
+from .classic import ClassicBackend  # noqa: E402
+from .connect import ConnectBackend, DriverUnreachable  # noqa: E402
+from .errors import error_summary  # noqa: E402
+from .hadoopfs import HadoopFileSystem  # noqa: E402
 
 __all__ = ["BarrierFn", "ClassicBackend", "ClusterView", "ConnectBackend", "DataBarrierFn", "DriverUnreachable",
            "ExecutorInfo", "HadoopFileSystem", "SparkBackend", "SparkJob", "active_backend", "active_session",

@@ -10,6 +10,7 @@ first and they load in this task while it does.
 from __future__ import annotations
 
 import threading
+import traceback
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -61,6 +62,10 @@ def run_fed_node(plan: NodePlan, task: int, gpus: list[str], items: Iterator) ->
         thread.join(NODE_ERROR_WAIT)
         if "error" in outcome:
             raise outcome["error"] from None
+        raise
+    except Exception:  # the task itself failed (not the node): the driver is told why, then Spark
+        started.task_failed(traceback.format_exc(), NODE_ERROR_WAIT)
+        thread.join(NODE_ERROR_WAIT)
         raise
     thread.join()
     if "error" in outcome:
