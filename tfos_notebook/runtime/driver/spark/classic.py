@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 import time
 from typing import Any
@@ -104,7 +105,7 @@ class ClassicBackend(SparkBackend):
         it took about 40 calls and 20-30 ms a launch, and every Java iterator ends by raising an
         exception that pyspark converts in 10-15 ms.)"""
         summaries = self._as_json(self.sc._jsc.sc().statusStore().executorList(True))
-        with_driver, now = self.master.startswith("local"), time.time()
+        with_driver, now = self._local_mode, time.time()
         return tuple(
             ExecutorInfo(e["id"], e["hostPort"].rsplit(":", 1)[0], int(e["totalCores"]),
                          tuple(e.get("resources", {}).get("gpu", {}).get("addresses", ())),
@@ -126,8 +127,17 @@ class ClassicBackend(SparkBackend):
         jsc = self.sc._jsc.sc()
         return int(jsc.maxNumConcurrentTasks(jsc.resourceProfileManager().defaultResourceProfile()))
 
+    @property
+    def _local_mode(self) -> bool:
+        """Whether the driver runs the tasks itself (``local``, ``local[N]``), not executors of its own
+        (``local-cluster[N,C,M]``, Spark's test cluster, starts N executor processes)."""
+        return self.master.startswith("local") and not self.master.startswith("local-cluster")
+
     def _expected_executors(self) -> int | None:
-        if self.master.startswith("local"):
+        cluster = re.fullmatch(r"local-cluster\[\s*(\d+)\s*,.*\]", self.master)
+        if cluster:
+            return int(cluster.group(1))
+        if self._local_mode:
             return None
         instances = self.conf("spark.executor.instances")
         if instances:
