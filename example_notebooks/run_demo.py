@@ -55,16 +55,18 @@ def main() -> int:
     print(f"running example_notebooks/{NOTEBOOK} headless on local Spark (2 TensorFlow nodes)...", flush=True)
     started, started_at = time.monotonic(), datetime.now(timezone.utc)
 
-    def on_cell_executed(cell, cell_index: int, execute_reply: dict, **_) -> None:
-        _echo(cell)
-        if cell_index == last and execute_reply["content"]["status"] == "ok":
-            # the result at once: the kernel's shutdown (its Spark session, TensorBoard) comes after
-            report(nb, work_dir, executed, time.monotonic() - started, started_at)
-
-    client = NotebookClient(nb, timeout=1800, kernel_name="python3", on_cell_executed=on_cell_executed,
-                            resources={"metadata": {"path": HERE}})
+    client = NotebookClient(nb, timeout=1800, kernel_name="python3", resources={"metadata": {"path": HERE}})
     try:
-        client.execute(stderr=subprocess.DEVNULL)  # the kernel's own stderr: JVM start-up noise
+        # cell by cell, so that each cell's lines show as it ends, with any nbclient (0.5 of
+        # Databricks 14.3 and 15.4 calls its hooks as a cell starts)
+        with client.setup_kernel(stderr=subprocess.DEVNULL):  # the kernel's own stderr: JVM start-up noise
+            for index, cell in enumerate(nb.cells):
+                try:
+                    client.execute_cell(cell, index)
+                finally:
+                    _echo(cell)
+                if index == last:  # the result at once: the kernel's shutdown (its Spark session, TensorBoard) comes after
+                    report(nb, work_dir, executed, time.monotonic() - started, started_at)
     except CellExecutionError:
         print(f"\nthe notebook failed; the executed copy is {executed}", file=sys.stderr)
         return 1

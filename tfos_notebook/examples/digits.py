@@ -48,25 +48,14 @@ def load_images(mnist_path: str | None = None, test_size: int = 297, seed: int =
 
 def to_dataframe(spark, x, y):
     """A DataFrame ``id long, pixels array<float>, label long`` of the images ``x`` and labels ``y``,
-    moved to Spark through Arrow (60,000 MNIST rows take about a second)."""
+    moved to Spark through Arrow."""
     import numpy as np
     import pyarrow as pa
 
-    flat = pa.array(np.ascontiguousarray(x, "float32").ravel())
-    offsets = pa.array(np.arange(0, len(flat) + 1, x.shape[1], dtype="int32"))
-    table = pa.table({"id": pa.array(np.arange(len(x), dtype="int64")), "pixels": pa.ListArray.from_arrays(offsets, flat),
-                      "label": pa.array(np.asarray(y, "int64"))})
-    if int(spark.version.split(".")[0]) >= 4:
-        return spark.createDataFrame(table)
-    # Spark 3.5 takes no Arrow table: a pandas frame goes through Arrow when Arrow is on for pandas
-    # (Databricks turns it on; plain Spark 3.5 does not, and would convert row by row).
-    key = "spark.sql.execution.arrow.pyspark.enabled"
-    before = spark.conf.get(key, "false")
-    spark.conf.set(key, "true")
-    try:
-        return spark.createDataFrame(table.to_pandas(), "id long, pixels array<float>, label long")
-    finally:
-        spark.conf.set(key, before)
+    from .frames import arrow_frame, list_column
+
+    return arrow_frame(spark, pa.table({"id": pa.array(np.arange(len(x), dtype="int64")),
+                                        "pixels": list_column(x, "float32"), "label": pa.array(np.asarray(y, "int64"))}))
 
 
 def build_model(learning_rate: float = 0.01, input_dim: int = 64):

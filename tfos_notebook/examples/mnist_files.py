@@ -57,6 +57,7 @@ def write_mnist_files(spark, out_dir: str, mnist_path: str | None = None, partit
     import pyarrow as pa
 
     from ..peers.dfutil import saveAsTFRecords
+    from .frames import list_column
 
     x_train, y_train, x_test, y_test = mnist_arrays(mnist_path)
     # Each set crosses the driver once; Spark itself makes the ``repeat`` copies.
@@ -68,8 +69,8 @@ def write_mnist_files(spark, out_dir: str, mnist_path: str | None = None, partit
             paths[f"csv/{name}"] = path = os.path.join(out_dir, "csv", name)
             _copies(spark, pa.table({"value": lines}), copies).repartition(partitions).write.text(path)
         if "tfr" in formats:
-            labels = _int64_lists(np.eye(10, dtype=np.int64)[y]) if one_hot else pa.array(y, pa.int64())
-            df = _copies(spark, pa.table({"label": labels, "image": _int64_lists(x)}), copies)  # Arrow: no pickled rows
+            labels = list_column(np.eye(10, dtype=np.int64)[y], "int64") if one_hot else pa.array(y, pa.int64())
+            df = _copies(spark, pa.table({"label": labels, "image": list_column(x, "int64")}), copies)  # no pickled rows
             paths[f"tfr/{name}"] = path = os.path.join(out_dir, "tfr", name)
             saveAsTFRecords(df.repartition(partitions), path)
     return paths
@@ -77,14 +78,7 @@ def write_mnist_files(spark, out_dir: str, mnist_path: str | None = None, partit
 
 def _copies(spark, table, copies: int):
     """``table`` as a DataFrame of ``copies`` copies of its rows, made by Spark's tasks."""
-    df = spark.createDataFrame(table)
+    from .frames import arrow_frame
+
+    df = arrow_frame(spark, table)
     return df if copies == 1 else df.crossJoin(spark.range(copies)).select(*table.column_names)
-
-
-def _int64_lists(matrix):
-    """The rows of a 2-D array as an Arrow column of int64 lists (Spark's ``array<bigint>``)."""
-    import numpy as np
-    import pyarrow as pa
-
-    flat = pa.array(np.ascontiguousarray(matrix, dtype=np.int64).ravel())
-    return pa.FixedSizeListArray.from_arrays(flat, matrix.shape[1]).cast(pa.list_(pa.int64()))
