@@ -13,6 +13,7 @@ from collections import deque
 from typing import Any
 
 from .curves import curves_html
+from .frontend import widget_bundle
 from .monitorhtml import LOG_STYLE, badge
 
 VISIBLE_LINES = 8
@@ -61,4 +62,4 @@ class EvaluationMonitor:
         self.lines.value = f'<div style="{LOG_STYLE}"><pre style="margin:0;font-size:0.85em">{text}</pre></div>'
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict:
-        return self.widget._repr_mimebundle_(**kwargs)
+        return widget_bundle(self.widget, **kwargs)

@@ -27,6 +27,17 @@ def ipython_shell() -> Any:
     return ipython.get_ipython() if ipython is not None else None
 
 
+def widget_bundle(widget: Any, **kwargs: Any) -> dict:
+    """The display bundle of an ipywidget: ipywidgets 8's ``_repr_mimebundle_``, or what ipywidgets 7
+    (Databricks' runtimes ship 7.7-7.8) displays from its ``_ipython_display_``, the same view
+    reference to the widget's model."""
+    if hasattr(widget, "_repr_mimebundle_"):
+        return widget._repr_mimebundle_(**kwargs)
+    return {"text/plain": repr(widget)[:110],
+            "application/vnd.jupyter.widget-view+json": {"version_major": 2, "version_minor": 0,
+                                                         "model_id": widget.model_id}}
+
+
 def has_widget_frontend(shell: Any) -> bool:
     """True when the cell being run came from a frontend that renders widgets.
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from ..runtime.driver.events import Event
 from ..runtime.wire.plan import FOREGROUND_ROLES
+from .frontend import widget_bundle
 from .monitorhtml import (
     VISIBLE_LOG_LINES,
     findings_html,
@@ -219,7 +220,7 @@ class Monitor:
         return f"run {v.name}: {v.display_state}, {v.registered}/{v.requested} reserved, {format_duration(v.elapsed())}"
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict:
-        bundle = self.widget._repr_mimebundle_(**kwargs)
+        bundle = widget_bundle(self.widget, **kwargs)
         bundle["text/plain"] = self.summary()
         return bundle
 

@@ -23,6 +23,8 @@ import json
 from importlib import resources
 from typing import Any
 
+from .frontend import widget_bundle
+
 DEFAULT_HEIGHT = 600
 WAITING = "TensorBoard opens here once the run's nodes write their first summaries."
 LINK_TEXT = "Open TensorBoard in a new tab"
@@ -113,6 +115,6 @@ class TensorBoardPanel:
         return f"TensorBoard at {self.url}" if self.url else "TensorBoard panel (empty)"
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict:
-        bundle = self.widget._repr_mimebundle_(**kwargs)
+        bundle = widget_bundle(self.widget, **kwargs)
         bundle["text/plain"] = repr(self)
         return bundle
