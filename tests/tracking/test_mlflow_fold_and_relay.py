@@ -65,7 +65,7 @@ def test_the_end_adds_the_chiefs_numbers_the_error_and_the_attempts():
     fold = RunFold({})
     fold.apply(LaunchSubmitted(RUN, num_tasks=2, roles=("chief:0", "worker:0"), attempt=1))
     fold.apply(TensorBoardStarted(RUN, url="http://127.0.0.1:6006/"))
-    fold.apply(ModelExported(RUN, task=0, role="chief", index=0, path="/m/export", keras="tf_keras"))
+    fold.apply(ModelExported(RUN, task=0, role="chief", index=0, path="/m/export", keras="keras2"))
     fold.apply(chief_step(7, 1.0, loss=0.3))
     fold.finish(RunFinished(RUN, state="finished", t=2.0), {"loss": 0.2, "accuracy": 0.9}, dropped=3)
     assert points(fold, "accuracy") == [(7, 0.9)] and points(fold, "final_loss") == [(7, 0.2)]

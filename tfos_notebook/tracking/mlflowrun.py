@@ -43,6 +43,10 @@ FLUSH_SECS = 2.0  # what gathered is sent at least this often (and when a reques
 QUEUE_LIMIT = 100_000  # events waiting for the thread; past it, metric points are dropped and counted
 _QUIET = threading.Lock()
 
+#: The tag by which MLflow knows a run's parent run.
+PARENT_RUN_TAG = "mlflow.parentRunId"
+
+
 class TrackedRun(Protocol):
     """What the tracker reads of a run (``runtime.driver.launch.Run``)."""
 
@@ -182,10 +186,12 @@ class MlflowTracker:
         self._client = MlflowClient(self.tracking_uri)
         tags = c.run_tags(self.run.run_id, self.run.roles, self.run.input_mode,
                           self.run.backend.conf("spark.app.id"))
+        if self.parent_run_id:  # the tag MLflow's own nested runs carry (start_run's parent_run_id is 2.13's)
+            tags[PARENT_RUN_TAG] = self.parent_run_id
         # The fluent API resolves the experiment and the context tags (user, source, a Databricks
         # notebook's id) as the caller's own runs get them; the run is active on this thread only.
         active = mlflow.start_run(experiment_id=self._experiment_id(), run_name=self.run.name,
-                                  parent_run_id=self.parent_run_id, tags=tags, log_system_metrics=False)
+                                  tags=tags, log_system_metrics=False)
         self.mlflow_run_id, self.experiment_id = active.info.run_id, active.info.experiment_id
         databricks = self.run.backend.databricks()
         self.url = run_url(self.tracking_uri, self.experiment_id, self.mlflow_run_id,
@@ -244,7 +250,7 @@ class MlflowTracker:
                 raise FileNotFoundError(f"{export.path} is not on the driver: {export.name} exported "
                                         "it to its own host's disk; export to storage the driver shares")
             log_exported_model(self._client, self.mlflow_run_id, self.experiment_id, export.path,
-                               export.keras == "tf_keras", self._fold.last_step, self._fold.params)
+                               export.keras == "keras2", self._fold.last_step, self._fold.params)
         except Exception as e:
             self._problem("the exported model was not logged", e)
             try:

@@ -8,6 +8,7 @@ here talks to a tracking server (the kernel uploads OUT).
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from importlib import metadata
 from typing import Any
@@ -44,7 +45,7 @@ def requirements(legacy_keras: bool) -> list[str]:
     import mlflow.tensorflow
 
     reqs = list(mlflow.tensorflow.get_default_pip_requirements())
-    if legacy_keras:
+    if legacy_keras and importlib.util.find_spec("tf_keras") is not None:
         reqs.append(f"tf-keras=={metadata.version('tf-keras')}")
     return reqs
 
@@ -54,8 +55,10 @@ def main(argv: list[str]) -> int:
     import mlflow.tensorflow
     import tensorflow as tf
 
-    legacy = tf.keras.__name__.split(".")[0] == "tf_keras"
-    if legacy:  # a tf-keras SavedModel loads back as the Keras model
+    from ..runtime.wire.versions import is_keras2
+
+    legacy = is_keras2(tf.keras.__name__)
+    if legacy:  # a Keras 2 SavedModel (tf-keras, or TensorFlow's own before 2.16) loads back as the Keras model
         model = tf.keras.models.load_model(export)
         signature = signature_of(model)
     else:  # Keras 3's export (or a tf.Module's) is an inference SavedModel: logged as a TensorFlow module

@@ -227,7 +227,7 @@ class EpochFed(Event):
 @dataclass(frozen=True)
 class ModelExported(NodeEvent):
     """The chief exported the trained model (``ctx.export``) to ``path``, saved by ``keras``
-    (``tf_keras`` or ``keras``, the Keras that loads it back)."""
+    (``keras2``, ``keras3`` or ``tf``: what loads it back)."""
 
     path: str
     keras: str

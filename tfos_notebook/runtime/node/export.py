@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 from typing import Any
 
@@ -77,20 +78,24 @@ def meet(strategy: Any, timeout: float) -> None:
 
 
 def keras_of(model: Any) -> str:
-    """What ``model`` is: ``tf_keras`` (a tf-keras model), ``keras`` (Keras 3) or ``tf`` (another
-    ``tf.Module``)."""
+    """What ``model`` is: ``keras2`` (a tf-keras model, or one of the Keras 2 that TensorFlow before
+    2.16 ships), ``keras3`` or ``tf`` (another ``tf.Module``)."""
     roots = {cls.__module__.split(".")[0] for cls in type(model).__mro__}
-    return next((k for k in ("tf_keras", "keras") if k in roots), "tf")
+    if "tf_keras" in roots:
+        return "keras2"
+    if "keras" in roots:
+        return "keras2" if str(getattr(sys.modules.get("keras"), "__version__", "3")).startswith("2.") else "keras3"
+    return "tf"
 
 
 def save_model(model: Any, path: str) -> None:
-    """Write ``model`` as a SavedModel at ``path``: ``model.save(path, save_format="tf")`` for
-    tf-keras (``TF_USE_LEGACY_KERAS=1``), ``model.export(path)`` for Keras 3; a model that is not
-    Keras goes through ``tf.saved_model.save``."""
+    """Write ``model`` as a SavedModel at ``path``: ``model.save(path, save_format="tf")`` for Keras 2
+    (which loads back as the Keras model), ``model.export(path)`` for Keras 3 (an inference
+    SavedModel); a model that is not Keras goes through ``tf.saved_model.save``."""
     keras = keras_of(model)
-    if keras == "tf_keras":
+    if keras == "keras2":
         model.save(path, save_format="tf")
-    elif keras == "keras":
+    elif keras == "keras3":
         model.export(path)
     else:
         import tensorflow as tf

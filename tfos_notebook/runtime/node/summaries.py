@@ -17,6 +17,8 @@ from typing import Any
 
 import tensorflow as tf
 
+from ..wire.versions import is_keras2
+
 log = logging.getLogger(__name__)
 
 
@@ -66,8 +68,9 @@ def create_writer(logdir: str, flusher: Flusher):
 
 
 def _legacy_keras() -> bool:
-    """Whether ``tf.keras`` is tf-keras (``TF_USE_LEGACY_KERAS=1``) rather than Keras 3."""
-    return tf.keras.__name__.split(".")[0] == "tf_keras"
+    """Whether ``tf.keras`` is Keras 2 (tf-keras, ``TF_USE_LEGACY_KERAS=1``, or TensorFlow's own before
+    2.16) rather than Keras 3."""
+    return is_keras2(tf.keras.__name__)
 
 
 class NodeTensorBoard(tf.keras.callbacks.TensorBoard):

@@ -205,8 +205,8 @@ class MlflowCalls(Message):
 @message
 class ModelExport(Message):
     """The chief exported the trained model (``ctx.export``) as a SavedModel at ``path``; ``keras``
-    says what the model was (``tf_keras``, ``keras`` for Keras 3, or ``tf`` for another
-    ``tf.Module``)."""
+    says what the model was (``keras2``: tf-keras, or TensorFlow's own Keras before 2.16;
+    ``keras3``; or ``tf`` for another ``tf.Module``)."""
 
     TYPE = "model_export"
     path: str

@@ -82,6 +82,14 @@ def uses_legacy_keras(setting: bool | None, env: Mapping[str, str]) -> bool:
     return tf_keras_installed() if setting is None else setting
 
 
+def is_keras2(tf_keras_name: str) -> bool:
+    """Whether ``tf.keras``, of module name ``tf_keras_name`` (``tf.keras.__name__``), is Keras 2:
+    tf-keras (``tf_keras...``), or the Keras that TensorFlow before 2.16 ships (``keras.api._v2...``,
+    Databricks 14.3's), rather than Keras 3 (``keras._tf_keras...``). The two save, load and name
+    their checkpoints differently."""
+    return tf_keras_name.startswith(("tf_keras", "keras.api._v2"))
+
+
 def keras_in_use(legacy: bool) -> str:
     """Which Keras ``tf.keras`` is in a process whose ``TF_USE_LEGACY_KERAS`` is ``legacy``:
     ``tf-keras 2.16.0`` (Keras 2, from its own package), ``keras 3.5.0``, or ``keras 2.14.0`` (what
