@@ -3,6 +3,8 @@
 #   make test   - create .venv, install with test dependencies, run every test
 # and one for the edit-test loop:
 #   make check  - lint, and every test that starts no Spark application, browser or fake host (~1 min)
+# and, for the Databricks runtimes alone (also part of make test):
+#   make test-stacks - stand in for each LTS ML runtime (stacks/), run its stack tests, print the table
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -25,7 +27,7 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 # sources again (21 s instead of 7 here), and every node, kernel and test pays it.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: demo test check lint venv clean bench bench-connect bench-feed bench-tensorboard bench-kernel bench-scale bench-mlflow labext ui-deps chromium lab
+.PHONY: demo test test-stacks stacks check lint venv clean bench bench-connect bench-feed bench-tensorboard bench-kernel bench-scale bench-mlflow labext ui-deps chromium lab
 
 $(PY):
 	$(PYTHON) -m venv --without-pip $(VENV)
@@ -67,10 +69,35 @@ demo: $(EXAMPLES_STAMP)
 	$(PY) example_notebooks/run_demo.py
 
 # Every test, slowest last (`--durations=25`; docs/testing.md keeps the table and what each cluster
-# serves).
-test: $(TEST_STAMP) labext ui-deps
-	$(PY) -m ruff check tfos_notebook tests bench example_notebooks
+# serves), then the stack tests in each Databricks runtime's stand-in (test-stacks).
+test: $(TEST_STAMP) labext ui-deps stacks
+	$(PY) -m ruff check tfos_notebook tests bench example_notebooks stacks
 	$(PY) -m pytest -ra --durations=25 -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	$(MAKE) --no-print-directory test-stacks
+
+# The Databricks Runtime LTS ML stacks (stacks/README.md): each stood in by a venv under .stacks/ on
+# the runtime's own Python (pyenv's), rebuilt only when its stack file, pyproject.toml or
+# stacks/build.py change. In each: the stack tests (tests/stacks/) and the tests of what differs
+# between the runtimes' libraries (Arrow, widgets, Keras, versions); then the table of what passed
+# where (stacks/table.py, docs/databricks.md), which fails the target if anything failed.
+STACKS ?= dbr-14.3-lts-ml-cpu dbr-15.4-lts-ml-cpu dbr-16.4-lts-ml-cpu dbr-17.3-lts-ml-cpu
+STACK_TESTS := tests/stacks tests/feed/test_codec.py tests/notebook/test_run_views.py tests/runtime/test_versions.py \
+	tests/runtime/test_keras_check.py
+
+$(UV): | $(PY)
+	PIP_ROOT_USER_ACTION=ignore $(PYTHON) -m pip install -q --target $(VENV)/uv uv
+
+stacks: $(UV)
+	$(PY) stacks/build.py --uv $(UV) $(STACKS)
+
+test-stacks: stacks
+	@status=0; for s in $(STACKS); do \
+		echo "== $$s"; \
+		TFOS_STACK=$$s TFOS_UV=$(abspath $(UV)) PYSPARK_PYTHON=$(abspath .stacks)/$$s/bin/python \
+			.stacks/$$s/bin/python -m pytest -ra -p no:cacheprovider --junitxml=.stacks/$$s/results.xml \
+			$(STACK_TESTS) || status=1; \
+	done; \
+	$(PY) stacks/table.py $(STACKS) || status=1; exit $$status
 
 # The inner loop: lint, then the tests that start no Spark application, browser or fake host
 # (markers set by tests/conftest.py from the fixtures each test uses).
@@ -78,7 +105,7 @@ check: lint
 	$(PY) -m pytest -q -ra -m "not spark and not browser and not multihost" --durations=10 -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 lint: $(TEST_STAMP) node_modules/.package-lock.json
-	$(PY) -m ruff check tfos_notebook tests bench example_notebooks
+	$(PY) -m ruff check tfos_notebook tests bench example_notebooks stacks
 	cd labextension && $(NPM) run --silent prettier:check
 
 # Benchmarks run by hand (not in CI), each beside its anchor in the same run; see docs/benchmarks.md.
@@ -104,7 +131,7 @@ bench-mlflow: $(STAMP)
 	$(PY) bench/mlflow_overhead.py
 
 clean:
-	rm -rf $(VENV) build dist .pytest_cache node_modules labextension/ui-tests/node_modules \
+	rm -rf $(VENV) .stacks build dist .pytest_cache node_modules labextension/ui-tests/node_modules \
 		labextension/lib labextension/tsconfig.tsbuildinfo tfos_notebook/labextension
 
 # The JupyterLab extension (labextension/ -> tfos_notebook/labextension), built when its sources are

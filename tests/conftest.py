@@ -74,6 +74,9 @@ _slot = _SparkSlot()
 # The Spark Connect tests run in a pytest process of their own, which never holds a classic
 # SparkContext (tests/test_spark_connect.py starts it; see tests/connect/conftest.py).
 collect_ignore = [] if os.environ.get("TFOS_CONNECT_SUITE") else ["connect"]
+# The stack tests run inside a Databricks runtime's stand-in (make test-stacks sets TFOS_STACK).
+if not os.environ.get("TFOS_STACK"):
+    collect_ignore.append("stacks")
 
 
 @pytest.fixture(autouse=True)
