@@ -7,6 +7,8 @@ its values come from; none was read on Databricks by this project.
   cluster ``0112-220452-osc8oiar``).
 - Those of an Azure workspace: the example of an R package's ``rstudio_server_url``
   (``adb-1234567812345678.12.azuredatabricks.net``, ``1234-123456-1234abcd``).
+- A Google Cloud workspace's host: the form of Databricks' "Workspace instance names, URLs, and IDs"
+  page for GCP (``<workspace id>.<n>.gcp.databricks.com``, its example id ``1234567890123456``).
 - The REPL context's attribute names (``clusterId``, ``workspaceId``, ``browserHostName``,
   ``workspaceUrl``): MLflow's ``databricks_utils.py`` and notebooks that print them.
 - ``data_security_mode`` values: databricks-sdk-py's ``compute.DataSecurityMode``.
@@ -28,6 +30,9 @@ AWS = {"clusterId": "0112-220452-osc8oiar", "workspaceId": "1018391329803962",
 AZURE = {"clusterId": "1234-123456-1234abcd", "workspaceId": "1234567890123456",
          "browserHostName": "adb-1234567812345678.12.azuredatabricks.net",
          "workspaceUrl": "adb-1234567812345678.12.azuredatabricks.net"}
+GCP = {"clusterId": "0923-164208-meows279", "workspaceId": "1234567890123456",
+       "browserHostName": "1234567890123456.7.gcp.databricks.com",
+       "workspaceUrl": "1234567890123456.7.gcp.databricks.com"}
 SERVERLESS = {"clusterId": None, "workspaceId": "1018391329803962",
               "browserHostName": "dbc-f0b05a54-473d.cloud.databricks.com"}
 

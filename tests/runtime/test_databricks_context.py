@@ -151,3 +151,34 @@ def test_dedicated_clusters_get_no_compute_warning(monkeypatch):
     dedicated = read_context(RaisingConf({"spark.databricks.clusterUsageTags.dataSecurityMode": "SINGLE_USER"}),
                              connect=False)
     assert diagnose(Snapshot(2, total_slots=2, databricks=dedicated)) == []
+
+
+def test_gpus_asked_of_a_single_node_cluster_are_refused_since_databricks_schedules_none_there(monkeypatch):
+    """Databricks turns GPU scheduling off on single-node compute (its tasks get no GPU addresses):
+    asking for GPUs per node there is refused before launch with the two ways out. Faked: a
+    single-node cluster's profile conf and worker count tag."""
+    on_databricks(monkeypatch, "15.4", AWS)
+    for confs in ({"spark.databricks.cluster.profile": "singleNode"}, {"spark.databricks.clusterUsageTags.clusterWorkers": "0"}):
+        single = read_context(RaisingConf(confs), connect=False)
+        assert single.single_node and single.access_mode is AccessMode.DEDICATED
+        [finding] = diagnose(Snapshot(1, total_slots=4, gpus_per_node=1, task_gpus=1, databricks=single))
+        assert (finding.code, finding.severity) == ("databricks_single_node_gpus", "blocker")
+        assert finding.cause == ("1 GPU(s) per node were asked of Spark, but Databricks does not schedule GPUs on "
+                                 "single-node compute: its tasks get no GPU addresses")
+        assert finding.remedy.startswith("use a multi-node GPU cluster")
+        assert diagnose(Snapshot(1, total_slots=4, databricks=single)) == []  # without GPUs: nothing to say
+    multi = read_context(RaisingConf({"spark.databricks.clusterUsageTags.clusterWorkers": "2"}), connect=False)
+    assert not multi.single_node
+
+
+def test_mlflow_logs_by_default_on_a_cluster_but_not_on_serverless_where_autologging_is_off(monkeypatch):
+    from tfos_notebook.tracking.settings import resolve
+
+    monkeypatch.delenv("TFOS_MLFLOW", raising=False)
+    on_databricks(monkeypatch, "15.4", AWS)
+    cluster = read_context(RaisingConf(), connect=False)
+    on_databricks(monkeypatch, "client.1.1", SERVERLESS)
+    serverless = read_context(RaisingConf(), connect=True)
+    assert cluster.autologs_by_default and not serverless.autologs_by_default
+    assert resolve(None, cluster.autologs_by_default, RaisingConf()) is not None
+    assert resolve(None, serverless.autologs_by_default, RaisingConf()) is None

@@ -1,5 +1,5 @@
 import pytest
-from databricks_shapes import AWS, AZURE, SERVERLESS, RaisingConf, on_databricks
+from databricks_shapes import AWS, AZURE, GCP, SERVERLESS, RaisingConf, on_databricks
 
 from tfos_notebook.runtime.driver.spark.databricks import read_context
 from tfos_notebook.tensorboard.urls import ProxyPortError, bind_host, port_candidates, tensorboard_url
@@ -14,6 +14,16 @@ def test_a_databricks_cluster_serves_tensorboard_through_its_driver_proxy_in_the
         "https://dbc-f0b05a54-473d.cloud.databricks.com/driver-proxy/o/1018391329803962/0112-220452-osc8oiar/6006/"
     assert bind_host(where) == "0.0.0.0"  # the proxy connects from beyond the loopback, and authenticates
     assert tensorboard_url(8501, where).endswith("/0112-220452-osc8oiar/8501/")  # public apps use other ports
+
+
+@pytest.mark.parametrize("cloud, url", [
+    (AZURE, "https://adb-1234567812345678.12.azuredatabricks.net/driver-proxy/o/1234567890123456/1234-123456-1234abcd/6006/"),
+    (GCP, "https://1234567890123456.7.gcp.databricks.com/driver-proxy/o/1234567890123456/0923-164208-meows279/6006/"),
+], ids=["azure", "gcp"])
+def test_the_driver_proxy_link_on_azure_and_google_cloud_is_the_workspaces_own_host(monkeypatch, cloud, url):
+    # faked: Azure's and GCP's workspace hosts (see databricks_shapes); the proxy path is the same on every cloud
+    on_databricks(monkeypatch, "15.4", cloud)
+    assert tensorboard_url(6006, read_context(RaisingConf(), connect=False)) == url
 
 
 def test_databricks_ports_avoid_the_notebooks_ipywidgets_comm_channel(monkeypatch):

@@ -4,9 +4,10 @@
 ``True`` (log into the notebook's current experiment), an experiment name, ``False`` (do not log),
 or ``None``: what the ``TFOS_MLFLOW`` environment variable says (``%tfos_config mlflow ...`` sets
 it in a kernel): ``on``, ``off`` or ``auto`` (the default). ``auto`` logs where MLflow autologging
-is the platform's default, which is Databricks (the Spark backend's Databricks context, read as
-MLflow reads it) with MLflow installed, unless the cluster turned autologging off with the Spark
-conf ``spark.databricks.mlflow.autologging.enabled false``.
+is the platform's default, which is a Databricks cluster (the Spark backend's Databricks context,
+read as MLflow reads it; not serverless compute, where autologging is off by default) with MLflow
+installed, unless the cluster turned autologging off with the Spark conf
+``spark.databricks.mlflow.autologging.enabled false``.
 """
 
 from __future__ import annotations
@@ -50,8 +51,8 @@ def resolve(setting: bool | str | None, on_databricks: bool = False,
 
     Args:
         setting: ``True``, an experiment name, ``False``, or ``None`` (the environment decides).
-        on_databricks: whether the driver runs on Databricks (``SparkBackend.databricks()``, read as
-            MLflow reads it).
+        on_databricks: whether the driver runs on Databricks compute that autologs by default (a
+            cluster, not serverless: ``DatabricksContext.autologs_by_default``).
         conf: reads a Spark conf key (None when unset), for the Databricks autologging switch.
 
     Raises:

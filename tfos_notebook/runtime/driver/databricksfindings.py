@@ -4,18 +4,21 @@
 from __future__ import annotations
 
 from .finding import WARNING, Finding
-from .spark.databricks import AccessMode, DatabricksContext
+from .spark.databricks import PROFILE_KEY, AccessMode, DatabricksContext
 
 STANDARD_COMPUTE = "https://docs.databricks.com/compute/access-mode-limitations.html"
+GPU_SCHEDULING = "https://docs.databricks.com/compute/gpu.html"
 
 
 def compute_findings(where: DatabricksContext | None, gpus_per_node: int) -> list[Finding]:
     """What is known not to work on the Databricks compute the driver runs on, said before the
     launch: standard access mode and serverless compute run user code and UDFs in sandboxes
     (Lakeguard), and nothing shows a task there opening a connection to the notebook, which every
-    node needs; standard compute offers no GPUs."""
-    if where is None or where.access_mode not in (AccessMode.STANDARD, AccessMode.SERVERLESS):
+    node needs; standard compute offers no GPUs; single-node compute schedules none."""
+    if where is None:
         return []
+    if where.access_mode not in (AccessMode.STANDARD, AccessMode.SERVERLESS):
+        return _single_node_gpus(where, gpus_per_node)
     sandbox = ("user code and UDFs run in isolated sandboxes (Lakeguard), and no public source shows a task there "
                "opening a TCP connection to the notebook, which every node needs for its control channel")
     if where.access_mode is AccessMode.SERVERLESS:
@@ -48,3 +51,19 @@ def compute_findings(where: DatabricksContext | None, gpus_per_node: int) -> lis
             remedy="use a GPU cluster in dedicated (single user) access mode, or launch without GPUs",
         ))
     return findings
+
+
+def _single_node_gpus(where: DatabricksContext, gpus_per_node: int) -> list[Finding]:
+    """GPUs asked of Spark on a single-node cluster, where Databricks turns GPU scheduling off: its
+    tasks get no GPU addresses, so no node could be given one."""
+    if not (where.single_node and gpus_per_node):
+        return []
+    return [Finding(
+        code="databricks_single_node_gpus",
+        cause=f"{gpus_per_node} GPU(s) per node were asked of Spark, but Databricks does not schedule GPUs on "
+              "single-node compute: its tasks get no GPU addresses",
+        evidence=(f"single-node cluster (Databricks Runtime {where.runtime_version}: {PROFILE_KEY}=singleNode or "
+                  "no workers)", f"GPU scheduling: {GPU_SCHEDULING}"),
+        remedy="use a multi-node GPU cluster (one node per worker's GPUs), or launch one node without --gpus and "
+               "let TensorFlow use the driver's GPUs itself (MirroredStrategy in a single node)",
+    )]

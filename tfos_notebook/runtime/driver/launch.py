@@ -129,7 +129,9 @@ class Run:
         if input_mode not in ("tensorflow", "spark"):
             raise ConfigError(f"input_mode must be 'tensorflow' or 'spark', got {input_mode!r}")
         self.backend = backend_for(sc)
-        self.tracking_config = resolve_tracking(mlflow, self.backend.databricks() is not None, self.backend.conf)
+        where = self.backend.databricks()
+        self.tracking_config = resolve_tracking(mlflow, where is not None and where.autologs_by_default,
+                                                self.backend.conf)
         self.main_fun, self.args = main_fun, args
         self.preimport = preimports(main_fun)  # read from its code once; every attempt ships it
         self.input_mode = input_mode

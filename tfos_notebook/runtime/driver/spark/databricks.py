@@ -36,6 +36,9 @@ WORKSPACE_URL_KEY = "spark.databricks.workspaceUrl"
 ACCESS_MODE_KEYS = ("spark.databricks.clusterUsageTags.dataSecurityMode",
                     "spark.databricks.clusterUsageTags.clusterDataSecurityMode")
 COMM_PORT_KEY = "spark.databricks.driver.ipykernel.commChannelPort"
+#: A single-node cluster: its profile (the Clusters API's ``spark_conf``), and its worker count tag.
+PROFILE_KEY = "spark.databricks.cluster.profile"
+WORKERS_KEY = "spark.databricks.clusterUsageTags.clusterWorkers"
 DEFAULT_COMM_PORT = 6062
 
 
@@ -73,6 +76,8 @@ class DatabricksContext:
         cluster_id, workspace_id: the ids in the driver proxy's path (None when unknown).
         browser_host: the host name at which the browser opens the workspace (None when unknown).
         comm_port: the driver port of the notebook's ipywidgets comm channel.
+        single_node: a single-node cluster (no workers: Spark runs in local mode on the driver,
+            where Databricks does not schedule GPUs).
     """
 
     runtime_version: str
@@ -82,6 +87,12 @@ class DatabricksContext:
     workspace_id: str | None = None
     browser_host: str | None = None
     comm_port: int = DEFAULT_COMM_PORT
+    single_node: bool = False
+
+    @property
+    def autologs_by_default(self) -> bool:
+        """Whether MLflow autologging is on by default here: on clusters, not on serverless compute."""
+        return self.access_mode is not AccessMode.SERVERLESS
 
     @property
     def has_driver_proxy(self) -> bool:
@@ -157,11 +168,12 @@ def read_context(conf: ConfLookup | None, *, connect: bool, env: Mapping[str, st
 
     mode, source = _access_mode(version, conf, connect)
     port = read_conf(conf, COMM_PORT_KEY)
+    single = read_conf(conf, PROFILE_KEY) == "singleNode" or read_conf(conf, WORKERS_KEY) == "0"
     return DatabricksContext(
         runtime_version=version, access_mode=mode, access_mode_source=source,
         cluster_id=field("clusterId", CLUSTER_ID_KEY), workspace_id=field("workspaceId", *ORG_ID_KEYS),
         browser_host=field("browserHostName") or field("workspaceUrl", WORKSPACE_URL_KEY),
-        comm_port=int(port) if port and port.isdigit() else DEFAULT_COMM_PORT)
+        comm_port=int(port) if port and port.isdigit() else DEFAULT_COMM_PORT, single_node=single)
 
 
 def _access_mode(version: str, conf: ConfLookup | None, connect: bool) -> tuple[AccessMode, str]:
