@@ -46,13 +46,24 @@ def load_images(mnist_path: str | None = None, test_size: int = 297, seed: int =
     return load_digits_split(test_size, seed)
 
 
+def list_column(matrix, dtype: str):
+    """The rows of a 2-D array as an Arrow column of lists (Spark's ``array<...>``), built on the
+    array's buffer (pyarrow 8, Databricks 14.3's, cannot cast a fixed-size list to a list)."""
+    import numpy as np
+    import pyarrow as pa
+
+    flat = pa.array(np.ascontiguousarray(matrix, dtype=dtype).ravel())
+    offsets = pa.array(np.arange(0, len(flat) + 1, matrix.shape[1], dtype="int32"))
+    return pa.ListArray.from_arrays(offsets, flat)
+
+
 def to_dataframe(spark, x, y):
     """A DataFrame ``id long, pixels array<float>, label long`` of the images ``x`` and labels ``y``,
     moved to Spark through Arrow."""
     import numpy as np
     import pyarrow as pa
 
-    from .frames import arrow_frame, list_column
+    from ..runtime.driver.spark.frames import arrow_frame
 
     return arrow_frame(spark, pa.table({"id": pa.array(np.arange(len(x), dtype="int64")),
                                         "pixels": list_column(x, "float32"), "label": pa.array(np.asarray(y, "int64"))}))

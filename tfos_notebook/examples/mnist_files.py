@@ -57,7 +57,7 @@ def write_mnist_files(spark, out_dir: str, mnist_path: str | None = None, partit
     import pyarrow as pa
 
     from ..peers.dfutil import saveAsTFRecords
-    from .frames import list_column
+    from .digits import list_column
 
     x_train, y_train, x_test, y_test = mnist_arrays(mnist_path)
     # Each set crosses the driver once; Spark itself makes the ``repeat`` copies.
@@ -78,7 +78,7 @@ def write_mnist_files(spark, out_dir: str, mnist_path: str | None = None, partit
 
 def _copies(spark, table, copies: int):
     """``table`` as a DataFrame of ``copies`` copies of its rows, made by Spark's tasks."""
-    from .frames import arrow_frame
+    from ..runtime.driver.spark.frames import arrow_frame
 
     df = arrow_frame(spark, table)
     return df if copies == 1 else df.crossJoin(spark.range(copies)).select(*table.column_names)

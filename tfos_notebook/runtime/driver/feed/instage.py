@@ -34,6 +34,7 @@ import pyarrow as pa
 from ...wire.feed.stage import FEED_KEY, OUTPUT_DDL, Dealer, InStage
 from ...wire.plan import FOREGROUND_ROLES, node_name
 from ..errors import FeedError
+from ..spark.frames import arrow_frame
 from .data import DataSample, pickled_batches
 
 if TYPE_CHECKING:
@@ -247,4 +248,4 @@ class InStageFeed:
             return self.data.context.parallelize(self.batches, max(1, self.data.getNumPartitions()))
         if not self.batches:
             raise FeedError("the nodes returned no predictions: the DataFrame is empty")
-        return self.data.sparkSession.createDataFrame(pa.Table.from_batches(self.batches))
+        return arrow_frame(self.data.sparkSession, pa.Table.from_batches(self.batches))

@@ -17,6 +17,22 @@ from .gather import gathered
 log = logging.getLogger(__name__)
 
 
+def arrow_frame(session: Any, table: Any) -> Any:
+    """The Arrow ``table`` as a DataFrame of ``session``, moved through Arrow: Spark 4 and Spark
+    Connect take the table itself; classic Spark 3.5 takes none, so it goes as a pandas frame with
+    Arrow on for pandas, in a copy of the session (the same context and cache; plain Spark 3.5 has
+    that setting off, and would convert row by row), the user's session left as it is."""
+    from .backend import is_connect
+
+    if is_connect(session) or int(session.version.split(".")[0]) >= 4:
+        return session.createDataFrame(table)
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    arrowed = session.newSession()
+    arrowed.conf.set("spark.sql.execution.arrow.pyspark.enabled", "true")
+    return arrowed.createDataFrame(table.to_pandas(), from_arrow_schema(table.schema))
+
+
 def batched_by_bytes(df: Any, max_bytes: int) -> Any:
     """``df`` planned in a copy of its session whose Arrow batches for Python hold at most
     ``max_bytes`` (``spark.sql.execution.arrow.maxBytesPerBatch``; a smaller one of the user's is
