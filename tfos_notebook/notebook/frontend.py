@@ -73,10 +73,16 @@ class OutputTarget:
     Created while the launching cell runs, it remembers that cell's parent message; the thread
     enters :meth:`active` around each write. :meth:`follow_caller` points it, for a while, at the
     cell of the calling thread (the one that waits on the run).
+
+    How a thread's output finds its cell depends on ipykernel: 7 sends it where the thread sets its
+    parent (``set_thread_parent``); 6.29 (Databricks 17.3's) sends it to the cell that started the
+    thread unless the thread sets its streams' parent, which 6.29 keeps per thread; earlier 6.x
+    send it to the cell running now, as there is one parent for every thread, which this leaves as
+    it is (setting it would move the running cell's own output).
     """
 
     def __init__(self, shell: Any = None) -> None:
-        self.shell = shell if shell is not None and hasattr(shell, "set_thread_parent") else None
+        self.shell = shell if shell is not None and getattr(shell, "kernel", None) is not None else None
         self.parent = self.shell.get_parent() if self.shell is not None else None
 
     @contextmanager
@@ -84,11 +90,18 @@ class OutputTarget:
         if self.shell is None or not self.parent:
             yield
             return
-        tokens = self.shell.set_thread_parent(self.parent)
-        try:
-            yield
-        finally:
-            self.shell.reset_thread_parent(tokens)
+        if hasattr(self.shell, "set_thread_parent"):  # ipykernel 7
+            tokens = self.shell.set_thread_parent(self.parent)
+            try:
+                yield
+            finally:
+                self.shell.reset_thread_parent(tokens)
+            return
+        if _streams_keep_a_parent_per_thread():
+            for stream in (sys.stdout, sys.stderr):
+                if hasattr(stream, "set_parent"):
+                    stream.set_parent(self.parent)
+        yield
 
     @contextmanager
     def follow_caller(self) -> Iterator[None]:
@@ -100,3 +113,11 @@ class OutputTarget:
             yield
         finally:
             self.parent = previous
+
+
+def _streams_keep_a_parent_per_thread() -> bool:
+    """Whether this kernel's output streams keep their parent message per thread (ipykernel 6.29 up
+    to 7, which set it per thread its own way)."""
+    ipykernel = sys.modules.get("ipykernel")
+    version = getattr(ipykernel, "version_info", ()) or ()
+    return tuple(version[:2]) >= (6, 29)

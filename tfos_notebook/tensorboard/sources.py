@@ -116,9 +116,10 @@ class FsspecSource(_ListingSource):
 
     def list_sizes(self) -> dict[str, int]:
         self._fs.invalidate_cache(self._root)
-        if not self._fs.exists(self._root):
+        try:  # not exists() first: fsspec 2023.6 (Databricks 14.3's) says a directory made by its files' paths does not exist
+            found = self._fs.find(self._root, detail=True)
+        except FileNotFoundError:
             return {}
-        found = self._fs.find(self._root, detail=True)
         return {posixpath.relpath(path, self._root): int(info["size"])
                 for path, info in found.items() if info.get("type") == "file"}
 

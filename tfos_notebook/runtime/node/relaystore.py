@@ -10,6 +10,7 @@ renames) has nothing to act on here and says so.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import time
@@ -58,9 +59,13 @@ class RelayStore(AbstractStore):
 
     # -- the one run -----------------------------------------------------------------------------
     def get_run(self, run_id: str) -> Run:
-        info = RunInfo(run_id=self.run_id, experiment_id=EXPERIMENT_ID, user_id="",
-                       status=RunStatus.to_string(RunStatus.RUNNING), start_time=self.started, end_time=None,
-                       lifecycle_stage="active", artifact_uri=f"{ARTIFACT_SCHEME}:/{self.run_id}", run_name=self.run_id)
+        fields = {"run_id": self.run_id, "experiment_id": EXPERIMENT_ID, "user_id": "",
+                  "status": RunStatus.to_string(RunStatus.RUNNING), "start_time": self.started, "end_time": None,
+                  "lifecycle_stage": "active", "artifact_uri": f"{ARTIFACT_SCHEME}:/{self.run_id}",
+                  "run_name": self.run_id}
+        if "run_uuid" in inspect.signature(RunInfo).parameters:  # MLflow 2 names the run twice
+            fields["run_uuid"] = self.run_id
+        info = RunInfo(**fields)
         return Run(info, RunData())
 
     def create_run(self, experiment_id, user_id, start_time, tags, run_name) -> Run:
