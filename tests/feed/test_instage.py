@@ -13,6 +13,7 @@ import collections
 import time
 
 import pytest
+from sparkstate import block_executors
 
 from tfos_notebook import InputMode, Run, TFCluster
 from tfos_notebook.runtime.driver.events import FeedPlanned
@@ -475,13 +476,6 @@ def test_a_cached_dataframe_is_gathered_from_its_own_executors_into_their_memory
     assert block_executors(standalone.sparkContext, copy) == {i: placed[g[0]] for i, g in enumerate(groups)}
     copy.unpersist(True)
     df.unpersist()
-
-
-def block_executors(sc, rdd) -> dict[int, str]:
-    """The executor holding each cached partition of ``rdd``, as the status store has them."""
-    convert = sc._jvm.scala.jdk.javaapi.CollectionConverters
-    blocks = convert.asJava(sc._jsc.sc().statusStore().rdd(rdd.id()).partitions().get())
-    return {int(b.blockName().rsplit("_", 1)[1]): convert.asJava(b.executors())[0] for b in blocks}
 
 
 def evenly_cached(rdd):
