@@ -27,7 +27,7 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 # sources again (21 s instead of 7 here), and every node, kernel and test pays it.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: demo test test-stacks stacks check lint venv clean bench bench-connect bench-feed bench-tensorboard bench-kernel bench-scale bench-mlflow labext ui-deps chromium lab
+.PHONY: demo test test-stacks stacks fuse check lint venv clean bench bench-connect bench-feed bench-tensorboard bench-kernel bench-scale bench-mlflow labext ui-deps chromium lab
 
 $(PY):
 	$(PYTHON) -m venv --without-pip $(VENV)
@@ -70,7 +70,7 @@ demo: $(EXAMPLES_STAMP)
 
 # Every test, slowest last (`--durations=25`; docs/testing.md keeps the table and what each cluster
 # serves), then the stack tests in each Databricks runtime's stand-in (test-stacks).
-test: $(TEST_STAMP) labext ui-deps stacks
+test: $(TEST_STAMP) labext ui-deps fuse stacks
 	$(PY) -m ruff check tfos_notebook tests bench example_notebooks stacks
 	$(PY) -m pytest -ra --durations=25 -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory test-stacks
@@ -159,6 +159,15 @@ ui-deps: labextension/ui-tests/node_modules/.package-lock.json chromium
 
 labextension/ui-tests/node_modules/.package-lock.json: labextension/ui-tests/package-lock.json
 	cd labextension/ui-tests && $(NPM) ci --no-audit --no-fund
+
+# libfuse 2 (Debian's libfuse2) for the fake hosts' volume, a FUSE mount refusing what a Unity
+# Catalog volume refuses (tests/volumefs.py, through fusepy); without root the step only warns and the
+# volume is a plain directory (its test skips, saying so).
+fuse:
+	@if ldconfig -p 2>/dev/null | grep -q 'libfuse\.so\.2'; then :; \
+	elif [ "$$(id -u)" = 0 ]; then apt-get update -q && apt-get install -y -q libfuse2; \
+	elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then sudo apt-get update -q && sudo apt-get install -y -q libfuse2; \
+	else echo "WARNING: no libfuse2 and no root to install it: the fake hosts' volume will be a plain directory"; fi
 
 chromium:
 	@if [ -x "$(CHROMIUM)" ]; then :; \

@@ -10,7 +10,10 @@ storage (NFS, HDFS); everything else under ``/tmp`` is local to one host.
 
 Databricks' FUSE mounts stand in too, as mount points (which is how they are told apart from a
 directory of that name): a part of the shared directory is mounted at ``/Volumes`` (holding the
-volume ``/Volumes/main/tfos/shared``) and another at ``/dbfs``, on every host and driver. ``set_dbfs``
+volume ``/Volumes/main/tfos/shared``) and another at ``/dbfs``, on every host and driver. The volume
+itself is a FUSE mount that refuses what a Unity Catalog volume refuses (appends, writes that do not
+go on where the last one ended, writing into an existing file: ``tests/volumefs.py``); what it
+refused is in ``volume_refusals``. ``set_dbfs``
 unmounts or remounts ``/dbfs`` on one host, as on compute without FUSE for DBFS root. The empty
 directories ``/Volumes`` and ``/dbfs`` are made on the machine's root to mount on, and removed at
 ``stop`` when empty and not mounted there.
@@ -66,6 +69,18 @@ def unavailable_reason() -> str:
                         capture_output=True, text=True)
     if ok.returncode:
         return f"pid/mount namespaces are not permitted here: {ok.stderr.strip()}"
+    return ""
+
+
+def volume_fuse_reason() -> str:
+    """Why the volume cannot be a FUSE mount that refuses what a volume refuses ("" when it can):
+    it needs ``/dev/fuse``, libfuse 2 and fusepy (``make test`` installs both where it is root)."""
+    if not os.path.exists("/dev/fuse"):
+        return "no /dev/fuse here"
+    try:
+        import fuse  # noqa: F401  (fusepy, which loads libfuse 2)
+    except (ImportError, OSError) as e:
+        return f"fusepy over libfuse 2 cannot be loaded ({e}): apt-get install libfuse2; pip install fusepy"
     return ""
 
 
@@ -180,7 +195,10 @@ class FakeHosts:
         for mount in FUSE_MOUNTS:
             Path(mount).mkdir(exist_ok=True)
             self._fuse_source(mount).mkdir(mode=0o1777)
-        (self._fuse_source("/Volumes") / VOLUME.removeprefix("/Volumes/")).mkdir(parents=True)
+        volume = self._fuse_source("/Volumes") / VOLUME.removeprefix("/Volumes/")
+        volume.mkdir(parents=True)
+        if not volume_fuse_reason():
+            self._mount_volume(volume)
         self._hosts = [Host(f"tfos-h{i + 1}", f"{SUBNET}.{11 + i}", f"tfosv{i + 1}") for i in range(self.hosts)]
         names = ["127.0.0.1 localhost", f"{MASTER_IP} {DRIVER_NAME}"] + [f"{h.ip} {h.name}" for h in self._hosts]
         (self.root / "hosts").write_text("\n".join(names) + "\n")
@@ -215,13 +233,32 @@ class FakeHosts:
                 start_new_session=True)
         self._wait_for_workers(ui, timeout)
 
+    def _mount_volume(self, mountpoint: Path) -> None:
+        """The volume as a FUSE mount refusing what a Unity Catalog volume refuses, over a backing
+        directory of the shared one (the hosts and drivers see it through their ``/Volumes``)."""
+        backing = self.shared_dir / "volume-store"
+        backing.mkdir(mode=0o1777)
+        daemon = subprocess.Popen([sys.executable, str(REPO / "tests" / "volumefs.py"), str(backing), str(mountpoint),
+                                   str(self.volume_refusals)], stdout=open(self.root / "volumefs.log", "wb"),
+                                  stderr=subprocess.STDOUT, start_new_session=True)
+        self._procs.append(daemon)
+        if not Deadline(30).wait_until(lambda: os.path.ismount(mountpoint) or daemon.poll() is not None, interval=0.05) \
+                or not os.path.ismount(mountpoint):
+            raise RuntimeError(f"the volume's FUSE mount did not come up: {(self.root / 'volumefs.log').read_text()[-2000:]}")
+        os.chmod(mountpoint, 0o1777)
+
+    @property
+    def volume_refusals(self) -> Path:
+        """What the volume refused, a line each (``append /path``, ``random-write@... /path``...)."""
+        return self.root / "volume-refusals.log"
+
     def _isolated(self, hostname: str) -> list[str]:
         """The command prefix that runs what follows in new pid, mount and uts namespaces with a
         private /tmp (the shared directory at /tmp/shared, and its parts at /Volumes and /dbfs), the
         given hostname and our /etc/hosts."""
         old = self.root / "oldtmp"
         keep = "".join(f"mkdir -p /tmp/{p} && mount --bind {old}/{p} /tmp/{p} && " for p in _kept_tmp_paths())
-        fuse = "".join(f"mount --bind {self._fuse_source(m)} {m} && " for m in FUSE_MOUNTS)
+        fuse = "".join(f"mount --rbind {self._fuse_source(m)} {m} && " for m in FUSE_MOUNTS)  # the volume in it too
         shared = f"mkdir /tmp/shared && mount --bind {self.shared_dir} /tmp/shared && {fuse}" if self.shared else ""
         script = (f"mount --bind /tmp {old} && mount -t tmpfs -o mode=1777 tmpfs /tmp && {keep}{shared}"
                   f"mount --bind {self.root / 'hosts'} /etc/hosts && hostname {hostname} && exec \"$@\"")
@@ -315,6 +352,9 @@ class FakeHosts:
 
     # -- tear-down ---------------------------------------------------------------------------------
     def stop(self) -> None:
+        volume = self._fuse_source("/Volumes") / VOLUME.removeprefix("/Volumes/")
+        if os.path.ismount(volume):
+            subprocess.run(["umount", "-l", str(volume)], capture_output=True)
         for proc in reversed(self._procs):
             kill_process_group(proc, grace=5)
         self._procs.clear()

@@ -218,9 +218,41 @@ def profile() -> None:
     report(traces=traces, seconds=took, failures=result.failures, hosts=sorted(n.where for n in run.nodes))
 
 
+def train_and_save_with_keras3(args, ctx):
+    """Keras 3 (the run asks for it), with every callback ``ctx.callbacks()`` gives writing to the
+    run's directories, and an export."""
+    import keras
+    import tensorflow as tf
+
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(4), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    data = tf.data.Dataset.from_tensors((tf.ones((16, 8)), tf.ones((16, 1)))).repeat()
+    model.fit(data, epochs=2, steps_per_epoch=5, verbose=0, callbacks=ctx.callbacks())
+    ctx.export(model, f"{ctx.model_dir}/export")
+    return keras.__version__
+
+
+def keras3_volume() -> None:
+    """A two-node run on Keras 3 whose model dir (checkpoints, backup, export) and log dir are on the
+    volume: Keras 3 saves its weights as .h5 files, which HDF5 writes out of order."""
+    from tfos_notebook import Run
+
+    where = f"{VOLUME}/keras3-{os.getpid()}"
+    run = Run(session(), train_and_save_with_keras3, None, 2, model_dir=f"{where}/model", log_dir=f"{where}/logs",
+              legacy_keras=False, name="keras3-volume").start()
+    error = None
+    try:
+        run.wait(300)
+    except Exception as e:
+        error = f"{type(e).__name__}: {e}"
+    report(error=error, results=run.results,
+           files=sorted(os.path.relpath(os.path.join(d, f), where) for d, _, fs in os.walk(where) for f in fs))
+
+
 STEPS = 60  # of the chaos run: about 10 s of work after the chaos (0.15 s a step)
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                         "example_notebooks")
 
 if __name__ == "__main__":
-    {"storage": storage, "chaos": chaos, "notebooks": notebooks, "profile": profile}[sys.argv[1]]()
+    {"storage": storage, "chaos": chaos, "notebooks": notebooks, "profile": profile,
+     "keras3_volume": keras3_volume}[sys.argv[1]]()

@@ -173,3 +173,31 @@ def test_example_notebooks_01_02_05_run_across_the_hosts_with_their_work_on_a_vo
     # the second kernel found the run in the driver's registry and evaluated every checkpoint the
     # chief wrote on its host into the shared model dir
     assert "finished: 3 checkpoints evaluated, 0 failed (run finished)" in evaluation["text"], evaluation["text"]
+
+
+def test_keras3_checkpoints_backup_and_export_reach_the_volume_as_a_volume_takes_them(hosts):
+    """Keras 3 writes its weights as .h5 files, which HDF5 writes out of order (a volume refuses
+    that): ctx.callbacks()' checkpoints and backup, and the export, still land on the volume."""
+    result, _ = wait_for(hosts.driver([SCENARIOS, "keras3_volume"]), 400)
+    assert result["error"] is None, result
+    files = result["files"]
+    assert {"model/ckpt-0001.weights.h5", "model/ckpt-0002.weights.h5"} <= set(files), files
+    assert "model/export/saved_model.pb" in files, files
+    assert any(f.startswith("logs/") and "chief_0" in f and "events.out.tfevents" in f for f in files), files
+
+
+def test_nothing_a_run_wrote_to_the_volume_was_refused_by_its_volume_like_mount(hosts):
+    """Every run of this module that wrote to the volume (checkpoints and a backup resumed from after
+    a node was lost, a host cut off; notebooks 01, 02 and 05's model, checkpoints and event files;
+    Keras 3's .h5 weights) did it as a Unity Catalog volume takes it: its mount, which refuses what
+    a volume refuses, refused nothing. It does refuse an append, as a volume does."""
+    from fakehosts import VOLUME, volume_fuse_reason
+
+    reason = volume_fuse_reason()
+    if reason:
+        pytest.skip(f"the volume is a plain directory here: {reason}")
+    appended = hosts.host("tfos-h1").run(
+        f"python3 -c \"open('{VOLUME}/appended', 'w').write('x'); open('{VOLUME}/appended', 'a').write('y')\"")
+    assert "[Errno 29] Illegal seek" in appended.stderr, appended.stderr
+    refused = hosts.volume_refusals.read_text().splitlines()
+    assert refused == ["append /appended"], refused

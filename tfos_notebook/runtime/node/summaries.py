@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
+import shutil
+import tempfile
 import threading
 import time
 import weakref
@@ -17,6 +20,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from ..wire.fuse import fuse_root
 from ..wire.versions import is_keras2
 
 log = logging.getLogger(__name__)
@@ -163,23 +167,103 @@ class StepTimer(tf.keras.callbacks.Callback):
         self.pace.count(None)
 
 
+class StagedDir:
+    """A directory on a Databricks FUSE mount (a Unity Catalog volume: ``/Volumes/...``) that Keras 3
+    writes through a local one. A volume takes a file written whole from its start, and refuses
+    appends, writes out of order and writes into an existing file; Keras 3 saves weights as ``.h5``
+    files, which HDF5 writes out of order. So Keras saves into ``local``, and each new or changed
+    file is then copied to ``remote`` whole, from its start (a file rewritten, as a backup is, is
+    written anew); files gone from ``local`` go from ``remote`` too. Keras 2 (tf-keras) writes
+    TensorFlow checkpoints, which a volume takes as they are."""
+
+    def __init__(self, remote: str) -> None:
+        self.remote = remote
+        self.local = tempfile.mkdtemp(prefix="tfos-staged-", dir=os.getcwd())  # in the node's work folder
+        self._copied: dict[str, tuple[int, int]] = {}  # relpath -> (size, mtime_ns) last copied
+
+    def pull(self) -> None:
+        """Copy what ``remote`` holds (a backup to resume from) into ``local``."""
+        if os.path.isdir(self.remote):
+            shutil.copytree(self.remote, self.local, dirs_exist_ok=True)
+            self._copied = self._files(self.local)
+
+    def push(self) -> None:
+        """Copy each file of ``local`` new or changed since the last push to ``remote``, whole; remove
+        from ``remote`` the files ``local`` no longer holds."""
+        now = self._files(self.local)
+        for rel, stamp in now.items():
+            if self._copied.get(rel) != stamp:
+                os.makedirs(os.path.dirname(os.path.join(self.remote, rel)), exist_ok=True)
+                shutil.copyfile(os.path.join(self.local, rel), os.path.join(self.remote, rel))
+        for rel in self._copied.keys() - now.keys():
+            try:
+                os.remove(os.path.join(self.remote, rel))
+            except FileNotFoundError:
+                pass
+        self._copied = now
+
+    @staticmethod
+    def _files(root: str) -> dict[str, tuple[int, int]]:
+        out = {}
+        for folder, _, names in os.walk(root):
+            for name in names:
+                st = os.stat(os.path.join(folder, name))
+                out[os.path.relpath(os.path.join(folder, name), root)] = (st.st_size, st.st_mtime_ns)
+        return out
+
+
+class PullStaged(tf.keras.callbacks.Callback):
+    """First of the callbacks: brings what the staged directories hold remotely to their local side."""
+
+    def __init__(self, staged: list[StagedDir]) -> None:
+        super().__init__()
+        self.staged = staged
+
+    def on_train_begin(self, logs=None) -> None:
+        for s in self.staged:
+            s.pull()
+
+
+class PushStaged(tf.keras.callbacks.Callback):
+    """Last of the callbacks: copies what the others saved locally to the staged directories' remote side."""
+
+    def __init__(self, staged: list[StagedDir]) -> None:
+        super().__init__()
+        self.staged = staged
+
+    def on_epoch_end(self, epoch, logs=None) -> None:
+        for s in self.staged:
+            s.push()
+
+    def on_train_end(self, logs=None) -> None:
+        self.on_epoch_end(-1)
+
+
 def keras_callbacks(ctx, pace, tensorboard: bool = True, checkpoint: bool = True, progress: bool = True,
                     backup: bool = True, flush_secs: float = 1.0, timing: bool = True, batch_size: int = 0,
                     **tensorboard_args: Any) -> list:
     """See ``NodeContext.callbacks``; ``pace``: the node's ``pace.Pace`` (None outside a node's process)."""
     callbacks: list = []
+    # Keras 3's .h5 weights reach a Databricks FUSE mount through a local folder (see StagedDir)
+    model_dir = ctx.model_dir.rstrip("/") if ctx.model_dir else None
+    staged = StagedDir(model_dir) if model_dir and fuse_root(model_dir) and not _legacy_keras() else None
+    save_dir = staged.local if staged is not None else model_dir
+    if staged is not None:
+        callbacks.append(PullStaged([staged]))
     if timing and pace is not None:
         callbacks.append(StepTimer(pace, batch_size))
-    if backup and ctx.model_dir and ctx.model_dir_shared:
-        callbacks.append(tf.keras.callbacks.BackupAndRestore(f"{ctx.model_dir.rstrip('/')}/backup"))
+    if backup and model_dir and ctx.model_dir_shared:
+        callbacks.append(tf.keras.callbacks.BackupAndRestore(f"{save_dir}/backup"))
     if tensorboard:
         board = NodeTensorBoard(log_dir=ctx.log_dir, **tensorboard_args)
         per_batch = tensorboard_args.get("update_freq", "epoch") != "epoch"
         callbacks += [board, FlushOnBatch(board, flush_secs) if per_batch else FlushOnEpoch(board)]
-    if checkpoint and ctx.model_dir:
+    if checkpoint and model_dir:
         suffix = "" if _legacy_keras() else ".weights.h5"
-        path = f"{ctx.model_dir.rstrip('/')}/ckpt-{{epoch:04d}}{suffix}"
-        callbacks.append(tf.keras.callbacks.ModelCheckpoint(path, save_weights_only=True))
+        callbacks.append(tf.keras.callbacks.ModelCheckpoint(f"{save_dir}/ckpt-{{epoch:04d}}{suffix}",
+                                                            save_weights_only=True))
     if progress:
         callbacks.append(ReportProgress(ctx))
+    if staged is not None:
+        callbacks.append(PushStaged([staged]))
     return callbacks
