@@ -99,3 +99,13 @@ def test_which_keras_tf_keras_is_says_the_package_and_its_version():
     keras, tf_keras = _installed("keras"), _installed("tf-keras")
     assert keras_in_use(True) == (f"tf-keras {tf_keras}" if tf_keras else f"keras {keras}")
     assert keras_in_use(False) == f"keras {keras}"
+
+
+def test_which_keras_a_node_runs_is_the_runs_env_then_its_setting_then_the_executors_env_then_tf_keras():
+    from tfos_notebook.runtime.wire.versions import tf_keras_installed, uses_legacy_keras
+
+    on, off = {"TF_USE_LEGACY_KERAS": "1"}, {"TF_USE_LEGACY_KERAS": "0"}
+    assert uses_legacy_keras(False, on, {}) and not uses_legacy_keras(True, off, on)  # Run(env=...) first
+    assert not uses_legacy_keras(False, {}, on)  # --keras3 wins over an executor's inherited setting
+    assert uses_legacy_keras(None, {}, on) and not uses_legacy_keras(None, {}, off)
+    assert uses_legacy_keras(None, {}, {}) == tf_keras_installed()

@@ -124,7 +124,7 @@ class Run:
                  release_port: bool = True, mlflow: bool | str | None = None) -> None:
         if not callable(main_fun):
             raise ConfigError(f"main_fun must be a function taking (args, ctx), got {type(main_fun).__name__}")
-        refuse_keras3_for_tf_keras(main_fun, args, uses_legacy_keras(legacy_keras, env or {}))
+        refuse_keras3_for_tf_keras(main_fun, args, uses_legacy_keras(legacy_keras, env or {}, {}))
         self.roles = plan_roles(num_nodes, num_ps, master_node, eval_node)
         if input_mode not in ("tensorflow", "spark"):
             raise ConfigError(f"input_mode must be 'tensorflow' or 'spark', got {input_mode!r}")

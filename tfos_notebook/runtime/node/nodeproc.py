@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from ..wire import channel
 from ..wire import messages as m
 from ..wire.errors import ChannelError
+from ..wire.orphans import RunMarks, record_forked
 from ..wire.plan import CHILD_MODULE, FEED_SERVER_MODULE, PREIMPORT_ENV, chief_of, node_name
 from ..wire.timeouts import Deadline
 from ..wire.versions import LEGACY_KERAS_ENV, uses_legacy_keras
@@ -155,8 +156,7 @@ def _child_env(plan: NodePlan, task: int, devices: list[str]) -> dict:
     env["TFOS_TASK"] = node_name(*plan.roles[task])
     env["TFOS_ATTEMPT"] = str(plan.attempt)
     env["PYTHONUNBUFFERED"] = "1"
-    if LEGACY_KERAS_ENV not in env and uses_legacy_keras(plan.legacy_keras, env):
-        env[LEGACY_KERAS_ENV] = "1"
+    env[LEGACY_KERAS_ENV] = "1" if uses_legacy_keras(plan.legacy_keras, plan.env, os.environ) else "0"
     if plan.preimport:  # Run(env={PREIMPORT_ENV: ""}) turns it off
         first = (FEED_SERVER_MODULE,) if plan.serves_feed(task) else ()
         env.setdefault(PREIMPORT_ENV, ",".join(first + tuple(plan.preimport)))
@@ -246,17 +246,21 @@ def start_child(plan: NodePlan, task: int, devices: list[str], workdir: str,
                str(child_end.fileno()) if child_end is not None else "-", str(orders_r),
                node_name(*plan.roles[task]), str(plan.attempt)]
     env = _child_env(plan, task, devices)
-    refusal = fork_refusal(env, command)
+    refusal = fork_refusal(env)
     proc = None
     if refusal is None:
         for name in shared:
             importlib.import_module(name)
         from .child import main  # before the fork: this worker's, for every node it starts
 
+        refusal = fork_refusal(env)  # again: what those imports started or loaded counts too
+    if refusal is None:
         try:
             proc = fork_child(main, command, env, workdir, tuple(pass_fds), _child_path(env))
         except OSError as e:
             refusal = f"fork failed: {e}"
+        else:
+            record_forked(proc.pid, RunMarks(plan.run_id, node_name(*plan.roles[task]), plan.attempt))
     if proc is None:
         proc = subprocess.Popen(command, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, pass_fds=tuple(pass_fds), start_new_session=True, cwd=workdir)

@@ -186,7 +186,7 @@ class _Node:
             task=task, attempt=plan.attempt, host=self.host, port=self.reservation.getsockname()[1],
             pid=os.getpid(), gpus=tuple(self.devices), executor_id=spark_executor_id(),
             hostname=socket.gethostname(), sees_model_dir=sees_probe(plan.model_dir_probe), started=self.how_started,
-            keras=keras_in_use(uses_legacy_keras(plan.legacy_keras, {**os.environ, **plan.env})),
+            keras=keras_in_use(uses_legacy_keras(plan.legacy_keras, plan.env, os.environ)),
             **installed_versions())))
         self.output = ChildOutput(self.proc, self.status_r, conn, local_feed)
         self.reporter = threading.Thread(target=report_leftovers, daemon=True,

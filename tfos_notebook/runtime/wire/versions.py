@@ -71,15 +71,21 @@ TENSORFLOW_DISTRIBUTIONS = ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "t
 
 
 LEGACY_KERAS_ENV = "TF_USE_LEGACY_KERAS"
+LEGACY_KERAS_ON = ("1", "true", "True")  # the values by which TensorFlow takes it as set
 
 
-def uses_legacy_keras(setting: bool | None, env: Mapping[str, str]) -> bool:
-    """Whether a node's process of environment ``env`` runs ``tf.keras`` as tf-keras: as its
-    ``TF_USE_LEGACY_KERAS`` says where set, else as the run's ``legacy_keras`` ``setting`` says,
+def uses_legacy_keras(setting: bool | None, run_env: Mapping[str, str], inherited: Mapping[str, str]) -> bool:
+    """Whether a node's process runs ``tf.keras`` as tf-keras, in this order: as the run's own
+    environment (``Run(env=...)``, ``run_env``) sets ``TF_USE_LEGACY_KERAS``; as the run's
+    ``legacy_keras`` ``setting`` says; as the environment the node inherits (the executor's) sets it;
     else wherever tf-keras is installed (Keras 3's multi-worker ``fit`` is broken upstream)."""
-    if LEGACY_KERAS_ENV in env:
-        return env[LEGACY_KERAS_ENV] in ("1", "true", "True")  # as TensorFlow reads it
-    return tf_keras_installed() if setting is None else setting
+    if LEGACY_KERAS_ENV in run_env:
+        return run_env[LEGACY_KERAS_ENV] in LEGACY_KERAS_ON
+    if setting is not None:
+        return setting
+    if LEGACY_KERAS_ENV in inherited:
+        return inherited[LEGACY_KERAS_ENV] in LEGACY_KERAS_ON
+    return tf_keras_installed()
 
 
 def is_keras2(tf_keras_name: str) -> bool:
