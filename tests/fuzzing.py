@@ -77,3 +77,67 @@ def settles(predicate, timeout: float = 5.0) -> bool:
 
 def rss_mib() -> float:
     return psutil.Process().memory_info().rss / 2 ** 20
+
+
+class TamperingProxy:
+    """A loopback proxy between a client and ``target`` that does something to one of the client's
+    frames on its way, the ``frame``-th (counted from 0; the handshake's one frame is frame 0), or
+    the first that holds the bytes ``holding``: ``flip`` one byte of it, ``replay`` it (sent twice),
+    or ``drop`` it. Frames are told apart by their length headers; everything else passes unchanged,
+    both ways. One connection."""
+
+    def __init__(self, target: tuple[str, int], action: str, frame: int = -1, holding: bytes = b"") -> None:
+        import threading
+
+        self.target, self.frame, self.action, self.holding = target, frame, action, holding
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.address = self.listener.getsockname()[:2]
+        self.done = threading.Event()
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        import threading
+
+        client, _ = self.listener.accept()
+        upstream = socket.create_connection(self.target)
+        threading.Thread(target=self._pipe, args=(upstream, client), daemon=True).start()
+        try:
+            self._frames(client, upstream)
+        except OSError:
+            pass
+        finally:
+            self.done.set()
+
+    @staticmethod
+    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+
+    def _frames(self, src: socket.socket, dst: socket.socket) -> None:
+        index, acted = 0, False
+        while True:
+            header = _recv_all(src, HEADER.size)
+            body = _recv_all(src, HEADER.unpack(header)[0])
+            frame = header + body
+            target = not acted and (index == self.frame or bool(self.holding) and self.holding in body)
+            acted |= target
+            if target and self.action == "flip":
+                frame = frame[:HEADER.size + 2] + bytes([frame[HEADER.size + 2] ^ 0x01]) + frame[HEADER.size + 3:]
+            if not (target and self.action == "drop"):
+                dst.sendall(frame)
+            if target and self.action == "replay":
+                dst.sendall(frame)
+            index += 1
+
+
+def _recv_all(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise OSError("closed")
+        data += chunk
+    return data

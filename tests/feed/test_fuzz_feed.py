@@ -8,7 +8,7 @@ import logging
 
 import msgpack
 import pytest
-from fuzzing import frame, hello_then, raw_frames, settles, values
+from fuzzing import hello_then, raw_frames, settles, values
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -55,7 +55,7 @@ def test_authenticated_malformed_requests_are_refused_and_counted_and_the_feed_g
         client = FeedClient(feed.address, SECRET, timeout=10)
         refused = server.malformed
         for msg in sent:
-            client.conn.sock.sendall(frame(msgpack.packb(msg, use_bin_type=True)))
+            client.conn.send_frame(msgpack.packb(msg, use_bin_type=True))
         client.conn.send(SYNC)
         while (reply := client.recv()) != {"t": "error", "message": "unknown message 'sync'"}:
             assert reply["t"] in ("ok", "ready", "stopped", "ack", "error"), reply

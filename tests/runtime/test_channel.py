@@ -50,6 +50,42 @@ def test_wrong_secret_is_dropped_before_any_message_is_handled(echo_server):
     assert received == []
 
 
+@pytest.mark.parametrize("action", ["flip", "replay", "drop"])
+def test_a_frame_altered_replayed_or_dropped_after_the_handshake_ends_the_connection_unread(echo_server, action):
+    """Every frame after the handshake carries an HMAC of its sequence number and body under the
+    connection's own key: one altered on the way (a byte flipped), replayed, or dropped (so the next
+    one arrives out of its turn) is refused before anything of it is decoded, and the connection
+    ends, marked forged; the frames before it were handled."""
+    from fuzzing import TamperingProxy
+
+    server, secret, received = echo_server
+    proxy = TamperingProxy(server.address, action, frame=2)  # frame 0: the handshake's
+    conn = channel.connect(*proxy.address, secret)
+    for n in range(3):
+        conn.send({"n": n})
+    assert eventually(lambda: server.rejected == 1)
+    # frame 1 handled; frame 2 altered, or dropped (frame 3 then comes out of its turn), or handled and then
+    # refused as its copy comes; nothing after that read
+    assert received == ([{"n": 0}, {"n": 1}] if action == "replay" else [{"n": 0}])
+    conn.close()
+
+
+def test_frames_are_tagged_in_both_directions_with_keys_of_their_own_connection(echo_server):
+    """A frame replayed from another connection of the same run (same secret) is refused too: each
+    connection's keys come from its own handshake's nonces."""
+    server, secret, received = echo_server
+    first, second = channel.connect(*server.address, secret), channel.connect(*server.address, secret)
+    assert first._send_mac.key != second._send_mac.key and first._send_mac.key != first._recv_mac.key
+    tag = channel.FrameMac(first._send_mac.key).tag(b"\x80")  # frame 0 of the first connection, an empty map
+    second.sock.sendall(struct.pack(">I", 1 + len(tag)) + b"\x80" + tag)
+    assert eventually(lambda: server.rejected == 1)
+    first.send({"still": "first"})
+    assert first.recv() == {"echo": {"still": "first"}}
+    assert received == [{"still": "first"}]
+    first.close()
+    second.close()
+
+
 def test_client_refuses_a_server_that_cannot_prove_the_secret():
     impostor = channel.ControlServer("127.0.0.1", b"y" * 32, lambda c, m: None)
     try:
@@ -74,8 +110,8 @@ def test_bad_handshakes_drop_only_that_connection_and_a_malformed_frame_is_count
     # authenticated, then a frame that is not a msgpack map and one that is no msgpack at all: counted,
     # and the connection goes on (the frame length keeps the stream in step)
     bad = channel.connect(*server.address, secret)
-    data = msgpack.packb([1, 2, 3])
-    bad.sock.sendall(struct.pack(">I", len(data)) + data + struct.pack(">I", 2) + b"\xc1\xc1")
+    bad.send_frame(msgpack.packb([1, 2, 3]))
+    bad.send_frame(b"\xc1\xc1")
     assert eventually(lambda: server.rejected == 2 and server.malformed == 2)
     for s in (raw, big):
         s.settimeout(2)

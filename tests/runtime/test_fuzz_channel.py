@@ -122,7 +122,7 @@ def test_authenticated_malformed_frames_and_messages_are_counted_and_the_connect
         nonlocal refused
         answer = decodes_to(payload)
         refused += answer is None
-        conn.sock.sendall(frame(payload))
+        conn.send_frame(payload)
         if answer is not None:
             assert conn.recv() == {"ok": answer}
         conn.send(m.encode(m.Stop()))  # in step: the next answer is this one's
@@ -202,7 +202,7 @@ def test_a_run_in_flight_finishes_with_its_result_while_its_control_port_is_fuzz
             hello_then(address, raw)
         else:  # from an authenticated peer that never registered: every message but a node query is refused
             authenticated += not is_node_query(raw[1])
-            fuzzer.sock.sendall(frame(msgpack.packb(raw[1], use_bin_type=True)))
+            fuzzer.send_frame(msgpack.packb(raw[1], use_bin_type=True))
 
     traffic()
     assert settles(lambda: server.rejected == unauthenticated and server.malformed == authenticated)
@@ -251,7 +251,7 @@ def test_a_registered_node_sending_nonsense_never_ends_the_run_nor_writes_outsid
     @settings(max_examples=200)
     @given(raw=message_maps(NOT_ENDING) | file_chunks)
     def nonsense(raw):
-        node.conn.sock.sendall(frame(msgpack.packb(raw, use_bin_type=True)))
+        node.conn.send_frame(msgpack.packb(raw, use_bin_type=True))
 
     nonsense()
     # refused by the protocol or the coordinator, or (unsafe file names) by the mirror; others were handled

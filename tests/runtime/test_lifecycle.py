@@ -194,7 +194,7 @@ def test_start_twice_is_refused_at_once_and_launches_nothing_more():
     t0 = time.monotonic()
     with pytest.raises(ConfigError, match="was already started"):
         run.start()
-    assert time.monotonic() - t0 < 0.5
+    assert time.monotonic() - t0 < 5  # a ceiling: refused without waiting on the run (typically under 1 ms)
     run.wait(10)
     assert run.backend.jobs == 1
 
@@ -203,7 +203,7 @@ def test_stop_before_start_ends_the_run_at_once_and_it_cannot_start():
     run = Run(FakeBackend(finish_with(1)), lambda a, c: None, None, 2)
     t0 = time.monotonic()
     run.stop()
-    assert time.monotonic() - t0 < 0.5
+    assert time.monotonic() - t0 < 5  # a ceiling: nothing to wait for (typically under 1 ms)
     assert run.state is RunState.STOPPED and isinstance(run.error, RunStopped)
     with pytest.raises(ConfigError, match="already started"):
         run.start()
@@ -405,8 +405,7 @@ def test_a_malformed_message_is_counted_and_the_node_is_not_lost():
         node.register()
         node.conn.send({"type": "step", "step": "not a number"})
         node.conn.send({"type": "no_such_type"})
-        data = msgpack.packb([1, 2, 3])
-        node.conn.sock.sendall(struct.pack(">I", len(data)) + data)
+        node.conn.send_frame(msgpack.packb([1, 2, 3]))
         node.send(m.Result(ok=True, value=pickle.dumps(task), exit_code=0))
         node.close()
         return {}
@@ -709,3 +708,42 @@ def test_a_node_with_a_tensorflow_older_than_the_floor_fails_the_run_at_registra
                                         r"install tensorflow>=2\.14 .* \(found on 127\.0\.0\.1\)"):
         run.wait(10)
     assert run.attempt == 0 and run.state is RunState.FAILED
+
+
+class _MarksWhenUnpickled:
+    """Unpickled, it writes a file: proof that a value was unpickled."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def test_a_result_frame_altered_on_the_way_fails_the_run_at_once_and_nothing_of_it_is_unpickled(tmp_path):
+    """A node's traffic passes a proxy on loopback that flips a byte of its Result frame, a pickle
+    that would write a file if it were ever unpickled: the driver refuses the frame before decoding
+    it, and the run fails at once, without a relaunch, saying the traffic was altered."""
+    from fuzzing import TamperingProxy
+
+    marker = tmp_path / "unpickled"
+    payload = pickle.dumps(_MarksWhenUnpickled(str(marker)))
+
+    def script(plan, task, cancel):
+        if task == 0:  # the Result frame, a map whose "type" is "result" (msgpack: 0xa6 "result")
+            proxy = TamperingProxy((plan.server_host, plan.server_port), "flip", holding=b"\xa6result")
+            plan = types.SimpleNamespace(**{**vars(plan), "server_host": proxy.address[0],
+                                            "server_port": proxy.address[1]})
+        node = FakeNode(plan, task)
+        assert isinstance(node.register(), m.Cluster)
+        node.send(m.NodeStateReport("running", 1))
+        node.send(m.Result(ok=True, value=payload if task == 0 else pickle.dumps(None), exit_code=0))
+        node.wait_for_stop(5)
+        node.close()
+        return {"task": task}
+
+    run = start(script, retries=2)
+    with pytest.raises(NodeError, match=r"(?s)chief:0 .*the node's control connection was dropped, and nothing more from "
+                                        r"it was read: frame \d+ failed its authentication: it was altered, replayed"):
+        run.wait(10)
+    assert run.attempt == 0 and not marker.exists()

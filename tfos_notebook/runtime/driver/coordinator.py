@@ -9,11 +9,11 @@ lost, and when the training nodes are done. Tests drive it with fake connections
 from __future__ import annotations
 
 import logging
-import pickle
 import time
 from dataclasses import asdict
 
 from ..wire import messages as m
+from ..wire import values
 from ..wire.filetail import Chunk
 from ..wire.paths import is_trace_of, node_dir_name
 from ..wire.plan import FOREGROUND_ROLES
@@ -231,7 +231,7 @@ class Coordinator:
     def _result(self, node: NodeRecord, msg: m.Result) -> None:
         if msg.ok:
             try:
-                value = pickle.loads(msg.value) if msg.value is not None else None  # authenticated, our own node
+                value = values.decode(msg.value, msg.encoding) if msg.value is not None else None
             except Exception as e:  # the value's class cannot be imported here, or the bytes are bad
                 self._fail(node, ResultError(node.role, node.index, node.where, msg.value_type, e), False,
                            "its return value cannot be unpickled")
@@ -288,6 +288,15 @@ class Coordinator:
         node: NodeRecord | None = conn.attrs.get("node")
         with self.lock:
             if not self.owns(node) or not node.state.live or self.hooks.ending():
+                return
+            forged = conn.attrs.get("forged")
+            if forged:  # not relaunched: whatever altered its traffic would be there again
+                self._fail(node, NodeError(
+                    node.role, node.index, node.where,
+                    f"the node's control connection was dropped, and nothing more from it was read: {forged}. "
+                    "Something between the driver and the node's host altered or replayed its traffic; check "
+                    "the network path (or ask the cluster for encryption: spark.network.crypto.enabled)"),
+                    False, "traffic forged")
                 return
             self._fail(node, NodeError(
                 node.role, node.index, node.where,

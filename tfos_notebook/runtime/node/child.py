@@ -15,7 +15,8 @@ PORT_FD is a Unix socket on which the node hands over the socket holding the nod
 never leaks into the next run (a fork comes from a worker that never imported it), and killing
 the group releases every GPU and port it held.
 
-It writes the outcome to RESULT (a pickled ``("ok", value_bytes, type_name)`` or ``("error", traceback)``),
+It writes the outcome to RESULT (a pickled ``("ok", value_bytes, type_name, encoding)``, the value
+encoded by ``wire/values.py``, or ``("error", traceback)``),
 progress lines to STATUS_FD (``ctx.report``, its step timing, ``pace.py``), takes profile orders from
 ORDERS_FD (``profiler.py``), and kills itself and its group if the node that started it dies.
 """
@@ -39,6 +40,13 @@ from ..wire.paths import node_dir_name, spill_prefix, work_prefix
 from ..wire.plan import FEED_SERVER_MODULE, PREIMPORT_ENV
 from ..wire.watchdog import STACKS_SIGNAL, watch_parent
 from .statuspipe import open_pipe
+
+
+def _encoded(value: object) -> tuple[bytes, str]:
+    """The value's bytes and their encoding (msgpack where it can carry the value, see ``wire/values.py``)."""
+    from ..wire import values
+
+    return values.encode(value)
 
 
 def _write_result(path: str, outcome: tuple) -> None:
@@ -142,8 +150,7 @@ def main(argv: list[str]) -> int:
     faulthandler.register(STACKS_SIGNAL, all_threads=True)  # so does a run that failed elsewhere (dump_stacks)
     _die_with_node(int(argv[2]), argv[3], argv[4])
     status = open_pipe(status_fd)
-    import cloudpickle  # imported while the cluster is still reserving
-
+    from ..wire import values  # noqa: F401  (msgpack: imported while the cluster is still reserving)
     from . import ctx as _ctx  # noqa: F401  (the payload's NodeContext)
     from . import taskcontext
     from .pace import Pace
@@ -181,11 +188,11 @@ def main(argv: list[str]) -> int:
         if feed is not None:  # how long the function waits for its data (the input-bound finding)
             feed.pace = pace
         value = payload["main_fun"](payload["args"], ctx)
-        _write_result(result_path, ("ok", cloudpickle.dumps(value), _type_name(value)))
+        _write_result(result_path, ("ok", *_encoded(value), _type_name(value)))
         return 0
     except BaseException as e:  # report everything, SystemExit and KeyboardInterrupt included
         if isinstance(e, SystemExit) and e.code in (None, 0):
-            _write_result(result_path, ("ok", pickle.dumps(None), "NoneType"))
+            _write_result(result_path, ("ok", *_encoded(None), "NoneType"))
             return 0
         _write_result(result_path, ("error", traceback.format_exc()))
         return 1

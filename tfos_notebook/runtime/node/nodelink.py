@@ -23,7 +23,7 @@ MAX_RESULT_BYTES = 32 << 20
 
 
 def result_message(outcome: tuple | None, exit_code: int, stopped: bool) -> m.Result:
-    """The ``Result`` for the child's outcome (``("ok", value_bytes, type_name)`` or ``("error", tb)``)."""
+    """The ``Result`` for the child's outcome (``("ok", value_bytes, encoding, type_name)`` or ``("error", tb)``)."""
     if stopped:
         return m.Result(ok=False, stopped=True, exit_code=exit_code)
     if outcome and outcome[0] == "ok":
@@ -32,7 +32,7 @@ def result_message(outcome: tuple | None, exit_code: int, stopped: bool) -> m.Re
             return m.Result(ok=False, exit_code=exit_code,
                             traceback=f"the function returned {len(value)} bytes; at most {MAX_RESULT_BYTES} "
                                       "can travel back to the driver: write large results to storage instead")
-        return m.Result(ok=True, value=value, value_type=outcome[2] if len(outcome) > 2 else "", exit_code=exit_code)
+        return m.Result(ok=True, value=value, encoding=outcome[2], value_type=outcome[3], exit_code=exit_code)
     tb = outcome[1] if outcome else ""
     if not tb and exit_code < 0:
         tb = f"the process was killed by signal {signal.Signals(-exit_code).name}"

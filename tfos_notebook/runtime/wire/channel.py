@@ -1,8 +1,9 @@
 """The authenticated control channel between the driver and the nodes (the handshake and
 the run's secret are ``handshake.py``'s).
 
-Wire format: each frame is a 4-byte big-endian length followed by a msgpack map. Nothing on this
-channel is ever unpickled, and frames are bounded in size.
+Wire format: each frame is a 4-byte big-endian length followed by a msgpack map, and after the
+handshake by the map's authentication tag. Frames are bounded in size, and the channel itself
+never unpickles anything (see ``values.py`` for the one value that may be pickled inside a frame).
 
 Every connection starts with a mutual challenge-response over a per-run secret (32 random bytes
 that travel to the executors inside the Spark task closure)::
@@ -11,11 +12,18 @@ that travel to the executors inside the Spark task closure)::
     client -> {"nonce": Nc, "proof": HMAC(secret, "client" | Ns | Nc)}
     server -> {"proof": HMAC(secret, "server" | Nc | Ns)}
 
-A connection that fails this, sends an oversized frame, or stays silent during the handshake is
-dropped and logged; the server goes on serving the others. After the handshake, a frame that is
-not a msgpack map, or a message its handler refuses (``ChannelError``), is logged and counted in
-``ControlServer.malformed`` and the connection goes on: the frame's length keeps the stream in
-step, and a bad message must never cost a node its connection.
+Then every frame, in each direction, carries ``HMAC-SHA256(K, seq | map)``: ``K`` that direction's
+key for this connection (``handshake.frame_keys``: from the secret and both nonces), ``seq`` the
+frame's number in that direction (from 0). The receiver checks the tag before it decodes anything,
+so a frame altered on the way, replayed (from this connection or another), reordered or dropped is
+refused: :class:`FrameForged` ends the connection, and the frame is never read.
+
+A connection that fails the handshake, sends an oversized frame or a forged one, or stays silent
+during the handshake is dropped and logged; the server goes on serving the others. After the
+handshake, a frame that is authentic but not a msgpack map, or a message its handler refuses
+(``ChannelError``), is logged and counted in ``ControlServer.malformed`` and the connection goes
+on: the frame's length keeps the stream in step, and a bad message must never cost a node its
+connection.
 
 The channel authenticates; it also encrypts when the secret is a :class:`RunSecret` with a TLS
 identity (a run on a cluster that asks for encrypted traffic, see ``tls.py``): every connection
@@ -25,6 +33,8 @@ only that one, and the challenge-response runs inside it.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import logging
 import select
 import socket
@@ -56,6 +66,29 @@ class MalformedFrame(ChannelError):
 class FrameTooLarge(ChannelError):
     """A frame's announced length is over the limit; the stream cannot be followed further."""
 
+
+class FrameForged(ChannelError):
+    """A frame's authentication tag is wrong: it was altered, replayed, reordered or dropped on the
+    way (or sent by someone without the connection's key). It is not read, and the connection ends."""
+
+
+TAG_BYTES = 32  # HMAC-SHA256
+
+
+class FrameMac:
+    """One direction's frame tags: HMAC-SHA256 under ``key`` of the frame's sequence number and body."""
+
+    def __init__(self, key: bytes) -> None:
+        self.key, self.seq = key, 0
+
+    def tag(self, *parts: Any) -> bytes:
+        """The tag of the next frame, whose body is ``parts`` in order."""
+        mac = hmac.new(self.key, self.seq.to_bytes(8, "big"), hashlib.sha256)
+        for part in parts:
+            mac.update(part)
+        self.seq += 1
+        return mac.digest()
+
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_FRAME = 64 << 20
@@ -67,7 +100,7 @@ HANDSHAKE_TIMEOUT = 5.0
 LISTEN_BACKLOG = 4096
 _HEADER = struct.Struct(">I")
 
-__all__ = ["Connection", "ControlServer", "FrameTooLarge", "MalformedFrame", "RunSecret", "Secret", "connect",
+__all__ = ["Connection", "ControlServer", "FrameForged", "FrameTooLarge", "MalformedFrame", "RunSecret", "Secret", "connect",
            "new_secret", "secret_from_json", "secret_to_json"]
 _PACKER = msgpack.Packer(use_bin_type=True)
 
@@ -91,15 +124,30 @@ class Connection:
         self.sock = sock
         self.max_frame = max_frame
         self._send_lock = threading.Lock()
+        self._send_mac: FrameMac | None = None  # set once the handshake is done (authenticate)
+        self._recv_mac: FrameMac | None = None
         self.closed = False
         self.attrs: dict[str, Any] = {}
 
+    def authenticate(self, send_key: bytes, recv_key: bytes) -> None:
+        """From now on, tag every frame sent and check every frame received (see the module's docstring)."""
+        self._send_mac, self._recv_mac = FrameMac(send_key), FrameMac(recv_key)
+
+    def _tail(self) -> int:
+        return TAG_BYTES if self._send_mac is not None else 0
+
     def send(self, msg: dict) -> None:
-        data = msgpack.packb(msg, use_bin_type=True)
-        if len(data) > self.max_frame:
+        self.send_frame(msgpack.packb(msg, use_bin_type=True))
+
+    def send_frame(self, data: bytes) -> None:
+        """Send ``data`` as one frame's body (``send`` packs a map into it), tagged once the
+        connection is authenticated."""
+        if len(data) + self._tail() > self.max_frame:
             raise ChannelError(f"message of {len(data)} bytes exceeds the {self.max_frame}-byte frame limit")
         with self._send_lock:
-            self.sock.sendall(_HEADER.pack(len(data)) + data)
+            mac = self._send_mac
+            tag = mac.tag(data) if mac is not None else b""
+            self.sock.sendall(_HEADER.pack(len(data) + len(tag)) + data + tag)
 
     def send_with_bin(self, msg: dict, key: str, payload: Any) -> None:
         """Send ``msg`` plus ``key``: ``payload`` as a msgpack bin field, writing the bytes-like
@@ -109,19 +157,30 @@ class Connection:
         for k, v in msg.items():
             head += msgpack.packb(k, use_bin_type=True) + msgpack.packb(v, use_bin_type=True)
         head += msgpack.packb(key, use_bin_type=True) + b"\xc6" + _HEADER.pack(view.nbytes)  # bin 32
-        size = len(head) + view.nbytes
+        size = len(head) + view.nbytes + self._tail()
         if size > self.max_frame:
             raise ChannelError(f"message of {size} bytes exceeds the {self.max_frame}-byte frame limit")
         with self._send_lock:
+            mac = self._send_mac
             self.sock.sendall(_HEADER.pack(size) + head)
             self.sock.sendall(view)
+            if mac is not None:
+                self.sock.sendall(mac.tag(head, view))
 
     def recv(self, max_size: int | None = None) -> dict:
         limit = self.max_frame if max_size is None else max_size
         (size,) = _HEADER.unpack(_recv_exact(self.sock, _HEADER.size))
         if size > limit:
             raise FrameTooLarge(f"frame of {size} bytes exceeds the {limit}-byte limit")
-        data = _recv_exact(self.sock, size)
+        data = memoryview(_recv_exact(self.sock, size))
+        mac = self._recv_mac
+        if mac is not None:
+            if size < TAG_BYTES:
+                raise FrameForged(f"a frame of {size} bytes is too short to carry its authentication tag")
+            data, tag = data[:-TAG_BYTES], data[-TAG_BYTES:]
+            if not hmac.compare_digest(mac.tag(data), tag):
+                raise FrameForged(f"frame {mac.seq - 1} failed its authentication: it was altered, replayed, "
+                                  "reordered or dropped on the way, or not sent by the run's other end")
         try:
             msg = msgpack.unpackb(data, raw=False)
         except (ValueError, msgpack.UnpackException) as e:
@@ -253,6 +312,9 @@ class ControlServer:
                     self.on_message(conn, msg)
                 except ChannelError as e:
                     self._refused(peer, e)
+        except FrameForged as e:  # nothing of it was read; the connection's owner is told why it ended
+            conn.attrs["forged"] = str(e)
+            self._reject(conn, peer, str(e))
         except ChannelError as e:
             self._reject(conn, peer, str(e))
         except (OSError, ConnectionError) as e:  # the peer closed the connection: its end, not an error

@@ -1,7 +1,9 @@
 """The control channel's mutual challenge-response over a run's secret (the exchange is described
 in ``channel.py``), and the secret itself, with the run's TLS identity when its channels are
-encrypted. The handshakes take any connection that sends and receives maps
-(``channel.Connection``).
+encrypted. The handshakes take any connection that sends and receives maps and can authenticate
+its frames (``channel.Connection``): once both sides proved the secret, each direction of the
+connection gets a key of its own, derived from the secret and both nonces, with which every later
+frame is authenticated.
 """
 
 from __future__ import annotations
@@ -59,9 +61,16 @@ def proof(secret: bytes, label: bytes, a: bytes, b: bytes) -> bytes:
     return hmac.new(secret, label + a + b, hashlib.sha256).digest()
 
 
+def frame_keys(secret: bytes, server_nonce: bytes, client_nonce: bytes) -> tuple[bytes, bytes]:
+    """The keys that authenticate one connection's frames, (client to server, server to client):
+    fresh for every connection (the nonces), and never the secret itself."""
+    return (proof(secret, b"frames client-to-server", server_nonce, client_nonce),
+            proof(secret, b"frames server-to-client", server_nonce, client_nonce))
+
+
 def client_handshake(conn: Any, key: bytes) -> None:
-    """Prove ``key`` to the server on ``conn`` and check its proof; raises ``ChannelError`` when the
-    server cannot prove it knows the secret."""
+    """Prove ``key`` to the server on ``conn`` and check its proof, then authenticate every later
+    frame; raises ``ChannelError`` when the server cannot prove it knows the secret."""
     hello = conn.recv(HANDSHAKE_MAX)
     server_nonce = hello.get("nonce")
     if hello.get("v") != PROTOCOL_VERSION or not isinstance(server_nonce, bytes):
@@ -72,10 +81,13 @@ def client_handshake(conn: Any, key: bytes) -> None:
     expected = proof(key, b"server", client_nonce, server_nonce)
     if not hmac.compare_digest(reply.get("proof", b""), expected):
         raise ChannelError("the server did not prove the run secret")
+    to_server, to_client = frame_keys(key, server_nonce, client_nonce)
+    conn.authenticate(send_key=to_server, recv_key=to_client)
 
 
 def server_handshake(conn: Any, key: bytes) -> bool:
-    """Challenge the client on ``conn``; whether it proved ``key`` (then it has the server's proof)."""
+    """Challenge the client on ``conn``; whether it proved ``key`` (then it has the server's proof,
+    and every later frame is authenticated)."""
     server_nonce = os.urandom(32)
     conn.send({"v": PROTOCOL_VERSION, "nonce": server_nonce})
     hello = conn.recv(HANDSHAKE_MAX)
@@ -85,4 +97,6 @@ def server_handshake(conn: Any, key: bytes) -> bool:
     ):
         return False
     conn.send({"proof": proof(key, b"server", client_nonce, server_nonce)})
+    to_server, to_client = frame_keys(key, server_nonce, client_nonce)
+    conn.authenticate(send_key=to_client, recv_key=to_server)
     return True

@@ -235,7 +235,8 @@ class Pong(Message):
 
 @message
 class Result(Message):
-    """The node's outcome: ``ok`` with the pickled return value (``value``, of type ``value_type``),
+    """The node's outcome: ``ok`` with the return value (``value``, of type ``value_type``, encoded
+    as ``encoding`` says: msgpack, or a pickle for what msgpack cannot carry; see ``values.py``),
     ``stopped`` on request, or neither with the traceback; ``exit_code`` of its process."""
 
     TYPE = "result"
@@ -245,7 +246,8 @@ class Result(Message):
     value_type: str = ""
     stopped: bool = False
     traceback: str = ""
+    encoding: str = "pickle"
     CHECKS = {"ok": c.boolean, "exit_code": c.opt_integer, "value": c.opt_blob, "value_type": c.string,
-              "stopped": c.boolean, "traceback": c.string}
+              "stopped": c.boolean, "traceback": c.string, "encoding": c.string}
 
 
