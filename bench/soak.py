@@ -90,17 +90,24 @@ class Sample:
     jvm_rss_mib: float
 
 
+def _node_folder_run(proc: psutil.Process) -> str:
+    """The run whose node's work folder ``proc`` works in (``tfos-RUN_ID-TASK-...``; "" for none):
+    a node's process, forked (its environment is its worker's) or spawned."""
+    name = os.path.basename(proc.cwd())
+    return name.split("-", 1)[1].rsplit("-", 2)[0] if name.startswith("tfos-") and name.count("-") >= 3 else ""
+
+
 def child_pids(run_ids: set[str]) -> list[int]:
-    """Live processes of ``run_ids``: node children (by command line) and anything a node started
-    (marked with ``TFOS_RUN_ID`` in its environment)."""
+    """Live processes of ``run_ids``: node children (by their work folder) and anything a node
+    started (marked with ``TFOS_RUN_ID`` in its environment)."""
     found = []
-    for p in psutil.process_iter(["pid", "cmdline"]):
+    for p in psutil.process_iter(["pid"]):
         try:
-            cmd = " ".join(p.info["cmdline"] or [])
             mark = p.environ().get("TFOS_RUN_ID") if p.pid != os.getpid() else None
+            folder = _node_folder_run(p)
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             continue
-        if mark in run_ids or (CHILD in cmd and any(r in cmd for r in run_ids)):
+        if mark in run_ids or folder in run_ids:
             found.append(p.pid)
     return found
 
@@ -111,12 +118,15 @@ def _wait_ready(run: Run, timeout: float = 60) -> None:
 
 
 def _kill_worker_child(run: Run, timeout: float = 30) -> None:
-    """SIGKILL worker 0's training process (task 1: its child's fourth argument)."""
+    """SIGKILL worker 0's training process (task 1: its work folder is ``tfos-RUN_ID-1-...``)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        for p in psutil.process_iter(["pid", "cmdline"]):
-            cmd = p.info["cmdline"] or []
-            if CHILD in cmd and run.run_id in cmd and cmd[cmd.index(CHILD) + 4] == "1":
+        for p in psutil.process_iter(["pid"]):
+            try:
+                at_work = os.path.basename(p.cwd()).startswith(f"tfos-{run.run_id}-1-")
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                continue
+            if at_work and ("TFOS_RUN_ID" not in p.environ() or CHILD in p.cmdline()):  # not what it started
                 os.kill(p.pid, signal.SIGKILL)
                 return
         time.sleep(0.05)

@@ -164,7 +164,7 @@ def test_a_killed_node_is_relaunched_under_a_new_tag_and_resumes_from_the_checkp
     import signal
     import sys
 
-    from nbhelpers import child_processes, child_task, wait_until
+    from nbhelpers import child_processes, child_role, wait_until
     from pyspark import cloudpickle
 
     from tfos_notebook.runtime.driver.events import FindingRaised, LaunchSubmitted, Step
@@ -177,7 +177,7 @@ def test_a_killed_node_is_relaunched_under_a_new_tag_and_resumes_from_the_checkp
               model_dir=str(tmp_path), retries=2).start()
     assert wait_until(lambda: max([e.step for e in run.events.events(Step) if e.role == "worker"], default=0) >= 12
                       and (tmp_path / "checkpoint").exists(), 120)  # mid-run, after the chief wrote a checkpoint
-    victims = [p for p in child_processes(run.run_id) if child_task(p) == 1]  # the worker's process
+    victims = [p for p in child_processes(run.run_id) if child_role(p) == "worker:0"]  # the worker's process
     assert len(victims) == 1
     os.kill(victims[0].pid, signal.SIGKILL)
     result = run.wait(240)

@@ -130,11 +130,13 @@ class Host:
         return found
 
     def find(self, *patterns: str) -> list[psutil.Process]:
-        """This host's live processes whose command line contains every one of ``patterns``."""
+        """This host's live processes whose command line and working directory (as the host sees
+        it: a node's process works in ``/tmp/tfos-RUN_ID-TASK-...``, forked or not) hold every one
+        of ``patterns`` between them."""
         found = []
         for p in self.pids():
             try:
-                cmd = " ".join(p.cmdline())
+                cmd = " ".join(p.cmdline()) + " cwd=" + p.cwd()
             except psutil.Error:  # ended, or a zombie
                 continue
             if all(x in cmd for x in patterns):

@@ -8,7 +8,7 @@ import time
 from html.parser import HTMLParser
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "runtime"))
-from procs import child_processes, child_task  # noqa: E402,F401  (the runtime tests' process helpers)
+from procs import child_processes, child_role  # noqa: E402,F401  (the runtime tests' process helpers)
 
 TRAINING_HELPERS = '''
 def load_digits_arrays():

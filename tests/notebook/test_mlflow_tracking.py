@@ -17,7 +17,7 @@ from types import SimpleNamespace
 
 import pytest
 from mlflowserver import PASSWORD, USERNAME
-from nbhelpers import DIGITS_MWMS, LONG_CELL, TRAINING_HELPERS, child_processes, child_task, wait_until
+from nbhelpers import DIGITS_MWMS, LONG_CELL, TRAINING_HELPERS, child_processes, child_role, wait_until
 
 from tfos_notebook.runtime.driver.errors import NodeError
 from tfos_notebook.runtime.driver.events import LaunchSubmitted, Step
@@ -162,7 +162,7 @@ def test_a_relaunched_run_stays_one_mlflow_run_and_a_stop_marks_it_killed(ip, lo
                        f"--no-tensorboard\n{LONG_CELL}").success
     run = ip.user_ns["relaunched"]
     assert wait_until(lambda: len(child_processes(run.run_id)) == 2 and run.events.events(Step), 120)
-    worker = next(p for p in child_processes(run.run_id) if child_task(p) == 1)
+    worker = next(p for p in child_processes(run.run_id) if child_role(p) == "worker:0")
     os.kill(worker.pid, signal.SIGKILL)  # the worker's process dies: the run is relaunched
     assert wait_until(lambda: [e.attempt for e in run.events.events(LaunchSubmitted)] == [0, 1]
                       and run.state == "running", 120)

@@ -2,26 +2,36 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import psutil
 
+CHILD_MODULE = "tfos_notebook.runtime.node.child"
+
 
 def child_processes(run_id: str) -> list[psutil.Process]:
     """Node child processes of one run still alive anywhere on this machine (the cluster's
-    executors run here too)."""
+    executors run here too), spawned or forked: a node's process works in the node's work folder
+    (``tfos-RUN_ID-TASK-...``), and its command line names the child module where it was spawned
+    (a forked one's is its worker's)."""
     found = []
     for p in psutil.process_iter(["cmdline"]):
-        cmd = " ".join(p.info["cmdline"] or [])
-        if "tfos_notebook.runtime.node.child" in cmd and run_id in cmd:
-            found.append(p)
+        try:
+            if os.path.basename(p.cwd()).startswith(f"tfos-{run_id}-") and (
+                    CHILD_MODULE in (p.info["cmdline"] or []) or "TFOS_RUN_ID" not in p.environ()):
+                found.append(p)
+        except (psutil.Error, OSError):
+            continue
     return found
 
 
-def child_task(proc: psutil.Process) -> int:
-    """The task number of a node's child process (``... child STATUS_FD NODE_PID RUN_ID TASK ...``)."""
-    cmd = proc.cmdline()
-    return int(cmd[cmd.index("tfos_notebook.runtime.node.child") + 4])
+def child_role(proc: psutil.Process) -> str:
+    """The node (``worker:0``) whose child process ``proc`` is (``orphans.run_marks``: from its
+    environment, or from its node's record of it where it was forked)."""
+    from tfos_notebook.runtime.wire.orphans import run_marks
+
+    return run_marks(proc).task
 
 
 def eventually(predicate, timeout: float = 15.0) -> bool:

@@ -76,7 +76,7 @@ def test_nvml_names_the_node_holding_the_gpu_and_it_is_free_after_the_run(gpu_st
         found = []
         for p in gpu_processes() or []:
             try:
-                marks = run_marks(psutil.Process(p.pid))  # a forked node's process carries them in its command line
+                marks = run_marks(psutil.Process(p.pid))  # a forked node's process: from its node's record
                 if marks is not None and marks.run_id == run.run_id:
                     found.append(p)
             except psutil.Error:

@@ -8,7 +8,7 @@ import signal
 import time
 
 import pytest
-from procs import child_processes, child_task
+from procs import child_processes, child_role
 
 from tfos_notebook import NodeError, Run
 from tfos_notebook.runtime.driver.events import FindingRaised, LaunchSubmitted, Step
@@ -52,7 +52,7 @@ def test_a_killed_node_is_relaunched_and_resumes_from_the_checkpoint(standalone,
         if steps and max(steps) >= 12 and (tmp_path / "checkpoint").exists():
             break
         time.sleep(0.1)
-    victims = [p for p in child_processes(run.run_id) if child_task(p) == 1]
+    victims = [p for p in child_processes(run.run_id) if child_role(p) == "worker:0"]
     assert len(victims) == 1
     os.kill(victims[0].pid, signal.SIGKILL)  # the worker's training process dies
     result = run.wait(240)

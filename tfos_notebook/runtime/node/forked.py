@@ -2,30 +2,35 @@
 
 A fresh interpreter costs a node's start about 0.08 s on a quiet machine and 0.14-0.16 s on a busy
 one: the interpreter's own start, then the child's modules, most of which the task has imported
-already. A fork has them at once. ``fork_refusal`` says when the node spawns a fresh interpreter
-instead:
-- the worker runs other threads, or has imported a library that does not survive a fork once
-  loaded (CUDA through TensorFlow, PyTorch, JAX, CuPy; a reused Python worker may have run a
-  user's task that imported one);
-- the system cannot show the forked process's command line (below);
-- ``TFOS_NODE_START=spawn``, in the executors' environment or ``Run(env=...)``.
+already. A fork has them at once. A fork copies one thread, the caller's: any other thread's locks
+stay taken in the child, and a library whose state lives in such a thread (or in a device context)
+breaks there. ``fork_refusal`` therefore forks only where it can account for every thread, reading
+what the system says rather than what Python knows:
+- every OS thread of the worker (``/proc/self/task``, native threads included: a faulthandler
+  watchdog, which PySpark starts when ``PYTHON_TRACEBACK_DUMP_INTERVAL_SECONDS`` is set, an Arrow
+  or OpenMP pool, a Python thread) but the caller must belong to a library known to survive a
+  fork, counted exactly: numpy's OpenBLAS pool (``openblas_get_num_threads`` of the OpenBLAS mapped
+  in, minus one) and jemalloc's background thread of pyarrow (its thread's name), both of which
+  stop their threads before a fork and start them again after it (``pthread_atfork``);
+- no native library that does not survive a fork is mapped in (``/proc/self/maps``: CUDA and its
+  libraries, TensorFlow, PyTorch, XLA/JAX, gRPC's core, NCCL; a reused Python worker may have run a
+  user's task that loaded one), whatever Python module loaded it;
+- not ``TFOS_NODE_START=spawn`` (in the executors' environment or ``Run(env=...)``).
+Else the node spawns a fresh interpreter, and its registration says why.
 
 The forked child becomes what a spawned one is: a session of its own; stdin, stdout and stderr on
 the node's pipes, unbuffered; none of the worker's other descriptors (each is pointed at
 /dev/null rather than closed, so that an object of the worker's closing its descriptor later
-closes nothing of the child's); the node's environment, import path and working directory;
-default signal handlers; none of the worker's exit handlers; numpy's global random state reseeded
-(the worker's would be the same for every node forked from it). It runs the function it is given
-(``child.main``) and leaves with ``os._exit`` once its own threads and exit handlers are done,
-never returning into the worker's stack.
+closes nothing of the child's); the node's environment, import path and working directory; the
+signal handlers and mask a fresh interpreter starts with; none of the worker's exit handlers;
+numpy's global random state reseeded (the worker's would be the same for every node forked from
+it). It runs the function it is given (``child.main``) and leaves with ``os._exit`` once its own
+threads and exit handlers are done, never returning into the worker's stack.
 
-Its command line is the spawned one's (``python -m tfos_notebook.runtime.node.child ...``): the
-leftover scan finds a node's process by it (``orphans.run_marks``), since the system shows a
-forked process the environment its executable started with, which is the worker's. It is written
-where the system reads a process's command line from, the start of its own memory that held the
-worker's arguments and environment (as ``setproctitle(3)`` does; the library of that name finds
-that memory from ``environ``, which the worker has moved, so the addresses are read from
-``/proc/self/stat``), after every environment variable has been copied elsewhere.
+The system shows a forked process the environment its executable started with, which is the
+worker's and carries no run marks: the node records the process as its run's (``orphans.
+record_forked``: its pid and start time, in the host's pid folder) for the leftover scan, which
+needs no write into the process's own memory.
 """
 
 from __future__ import annotations
@@ -44,41 +49,84 @@ from collections.abc import Callable
 
 #: ``spawn``: every node's process is a fresh interpreter (``fork``, the default: forked where safe).
 START_ENV = "TFOS_NODE_START"
-#: Modules that leave a process unsafe to fork once loaded (threads and device state a child
-#: cannot inherit).
-FORK_UNSAFE = ("tensorflow", "torch", "jax", "jaxlib", "cupy", "numba.cuda", "pycuda", "tensorrt", "mxnet",
-               "paddle", "grpc")
+#: Native libraries that leave a process unsafe to fork once mapped in: their threads or device
+#: state cannot be carried into a child (substrings of the mapped files' names).
+FORK_UNSAFE_LIBRARIES = ("libcuda.so", "libcudart", "libcublas", "libcudnn", "libnccl", "libnvrtc",
+                         "_pywrap_tensorflow", "libtensorflow_framework", "libtensorflow_cc", "libtorch",
+                         "libc10", "xla_extension", "jaxlib", "cygrpc", "libmxnet", "libpaddle")
+#: The names under which OpenBLAS builds export how many threads their pool runs.
+OPENBLAS_THREADS = ("openblas_get_num_threads", "openblas_get_num_threads64_",
+                    "scipy_openblas_get_num_threads64_", "scipy_openblas_get_num_threads")
+JEMALLOC_THREAD = "jemalloc_bg_thd"
+WATCHDOG_ENV = "PYTHON_TRACEBACK_DUMP_INTERVAL_SECONDS"  # PySpark's faulthandler watchdog
 
 
-def fork_refusal(env: dict[str, str], command: list[str]) -> str | None:
+def fork_refusal(env: dict[str, str]) -> str | None:
     """Why this process must not fork the node's process (None: it may); ``env`` is the node's
-    environment, ``command`` its command line."""
+    environment. See the module's docstring."""
     if env.get(START_ENV, os.environ.get(START_ENV, "")) == "spawn":
         return f"{START_ENV}=spawn"
-    if threading.active_count() > 1:
-        return f"this Python worker runs {threading.active_count()} threads"
-    loaded = next((name for name in FORK_UNSAFE if name in sys.modules), None)
-    if loaded:
-        return f"this Python worker has imported {loaded}"
-    area = command_area()
-    if area is None or area[2] - area[0] <= len(" ".join(command).encode()):
-        return "this system cannot show a forked process's command line"
+    mapped = mapped_files()
+    if mapped is None:
+        return "this system does not show a process's mapped libraries (/proc/self/maps)"
+    unsafe = next((path for path in sorted(mapped) if any(lib in os.path.basename(path)
+                                                           for lib in FORK_UNSAFE_LIBRARIES)), None)
+    if unsafe:
+        return f"this Python worker has loaded {os.path.basename(unsafe)}, which does not survive a fork"
+    threads = os_threads()
+    if threads is None:
+        return "this system does not list a process's threads (/proc/self/task)"
+    jemalloc = sum(1 for name in threads.values() if name == JEMALLOC_THREAD)
+    openblas = openblas_pool(mapped)
+    unexplained = len(threads) - 1 - jemalloc - openblas
+    if unexplained > 0:
+        watchdog = os.environ.get(WATCHDOG_ENV, "")
+        why = (f", the faulthandler watchdog that PySpark starts for {WATCHDOG_ENV}={watchdog} among them"
+               if watchdog.strip().isdigit() and int(watchdog) > 0 else "")
+        return (f"this Python worker runs {len(threads)} OS threads, {unexplained} of them not of a library known to "
+                f"survive a fork{why}")
     return None
 
 
-def command_area() -> tuple[int, int, int] | None:
-    """Where this process's command line and environment are in its memory, as the system reads
-    them (``arg_start``, ``arg_end`` = ``env_start``, ``env_end`` of ``/proc/self/stat``); None
-    where not known, or not one piece."""
+def mapped_files(maps: str = "/proc/self/maps") -> set[str] | None:
+    """The files mapped into this process (its libraries), or None where the system does not say."""
     try:
-        with open("/proc/self/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()  # after the name, field 3 on
-        arg_start, arg_end, env_start, env_end = (int(x) for x in fields[45:49])  # fields 48-51
-    except (OSError, ValueError, IndexError):
+        with open(maps, encoding="utf-8", errors="surrogateescape") as f:
+            return {line.split(None, 5)[5].strip() for line in f if line.count(" ") >= 5 and "/" in line}
+    except OSError:
         return None
-    if not arg_start or env_start != arg_end or env_end <= env_start:
+
+
+def os_threads(tasks: str = "/proc/self/task") -> dict[int, str] | None:
+    """This process's OS threads, id -> name, or None where the system does not list them."""
+    try:
+        ids = [int(t) for t in os.listdir(tasks)]
+    except OSError:
         return None
-    return arg_start, arg_end, env_end
+    names = {}
+    for tid in ids:
+        try:
+            with open(f"{tasks}/{tid}/comm") as f:
+                names[tid] = f.read().strip()
+        except OSError:  # ended meanwhile
+            continue
+    return names
+
+
+def openblas_pool(mapped: set[str]) -> int:
+    """The threads of the OpenBLAS pool this process runs (its size less the calling thread), from
+    the OpenBLAS it has mapped in; 0 where none is, or it does not say."""
+    for path in sorted(p for p in mapped if "openblas" in os.path.basename(p) and ".so" in p):
+        try:
+            lib = ctypes.CDLL(path)  # already loaded: the same library, not a second copy
+        except OSError:
+            continue
+        for name in OPENBLAS_THREADS:
+            count = getattr(lib, name, None)
+            if count is not None:
+                count.restype = ctypes.c_int
+                return max(0, count() - 1)
+    return 0
 
 
 class ForkedChild:
@@ -155,14 +203,11 @@ def _run_child(main: Callable[[list[str]], int], command: list[str], env: dict[s
         _blank_descriptors({0, 1, 2, *pass_fds})
         os.chdir(cwd)
         os.environ.clear()
-        ctypes.CDLL(None).clearenv()  # and what the worker's C code set: none is left in the command's memory
+        ctypes.CDLL(None).clearenv()  # libc's own copy too, which the processes this one starts inherit
         os.environ.update(env)
-        _show_command(" ".join(command).encode())
         sys.path[:] = path
         sys.argv[:] = argv
-        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD, signal.SIGUSR1, signal.SIGUSR2):
-            signal.signal(sig, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        _fresh_signals()
         sys.stdin = sys.__stdin__ = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
         sys.stdout = sys.__stdout__ = _unbuffered(1, "strict")
         sys.stderr = sys.__stderr__ = _unbuffered(2, "backslashreplace")
@@ -188,14 +233,18 @@ def _run_child(main: Callable[[list[str]], int], command: list[str], env: dict[s
             os._exit(code)
 
 
-def _show_command(title: bytes) -> None:
-    """Write ``title`` (spaces between its words) where the system reads this process's command
-    line: from the start of its arguments' memory, over its environment's, padded with spaces up
-    to the end of the arguments' memory so that the system reads it as one string, not as the
-    arguments that memory held, then zeros (``fork_refusal`` made sure it fits)."""
-    start, arg_end, end = command_area()
-    data = title.ljust(arg_end - start, b" ") + b"\0"
-    ctypes.memmove(start, data + b"\0" * (end - start - len(data)), end - start)
+def _fresh_signals() -> None:
+    """The signal handlers and mask a fresh interpreter starts with: every signal's default action
+    but SIGPIPE's and SIGXFSZ's (ignored) and SIGINT's (``KeyboardInterrupt``), nothing blocked."""
+    for sig in signal.valid_signals():
+        if sig in (signal.SIGKILL, signal.SIGSTOP):
+            continue
+        try:
+            signal.signal(sig, signal.SIG_IGN if sig in (signal.SIGPIPE, signal.SIGXFSZ) else signal.SIG_DFL)
+        except (OSError, ValueError, RuntimeError):  # one the system reserves (its threads library's)
+            continue
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.pthread_sigmask(signal.SIG_SETMASK, set())
 
 
 def _unbuffered(fd: int, errors: str) -> io.TextIOWrapper:

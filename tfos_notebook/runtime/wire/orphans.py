@@ -3,8 +3,10 @@ its own before it starts, the cleanup (``driver/cleanup.py``) every host of the 
 
 Every node's processes carry ``TFOS_RUN_ID`` (and ``TFOS_TASK``, ``TFOS_ATTEMPT``) in their environment,
 save a node's process forked from its Python worker (``node/forked.py``): the system shows the
-worker's environment for it, so its run, task and attempt are read from its command line
-(``plan.CHILD_MODULE``), which it sets to what a spawned one has (``run_marks``). Every
+worker's environment for it, so its node records it (``record_forked``: its pid, its start time
+and its run, task and attempt, in the ``forked`` folder under ``pid_dir()``), and the scan reads
+that where a process's environment says nothing (``run_marks``; a record whose pid is gone, or
+was taken by another process since, counts for nothing and is removed). Every
 node records its run under ``pid_dir()`` with its own pid before it starts its child (then adds the
 child's pid), so that no scan sees a child of a live node unrecorded. A process marked with a run whose
 nodes on this host are all gone is a leftover: it may still hold a GPU or a port and block the next
@@ -23,7 +25,6 @@ from dataclasses import dataclass
 import psutil
 
 from .gpus import GpuProcess, gpu_processes
-from .plan import CHILD_MODULE
 from .timeouts import Deadline
 
 log = logging.getLogger(__name__)
@@ -87,21 +88,64 @@ class RunMarks:
     attempt: int | None
 
 
+def _forked_dir() -> str:
+    path = os.path.join(pid_dir(), "forked")
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    return path
+
+
+def record_forked(pid: int, marks: RunMarks) -> None:
+    """Record the node's process ``pid``, forked from its Python worker, as ``marks``' (see the
+    module's docstring); replaced whole, so that a scan never reads half of it."""
+    path = os.path.join(_forked_dir(), f"{pid}.json")
+    record = {"pid": pid, "created": psutil.Process(pid).create_time(), "run_id": marks.run_id,
+              "task": marks.task, "attempt": marks.attempt}
+    with open(path + ".tmp", "w") as f:
+        json.dump(record, f)
+    os.replace(path + ".tmp", path)
+
+
+def _forked_marks(proc: psutil.Process) -> RunMarks | None:
+    """The marks recorded for ``proc`` by ``record_forked``, if it is the process recorded (its pid
+    may have been reused since: the start times tell)."""
+    path = os.path.join(_forked_dir(), f"{proc.pid}.json")
+    try:
+        with open(path) as f:
+            record = json.load(f)
+    except (OSError, ValueError):
+        return None
+    if abs(float(record.get("created", 0)) - proc.create_time()) > 0.05:  # another process since
+        _remove(path)
+        return None
+    return RunMarks(record["run_id"], record.get("task", ""), record.get("attempt"))
+
+
+def _prune_forked() -> None:
+    """Remove the records of forked processes that are gone."""
+    for path in glob.glob(os.path.join(_forked_dir(), "*.json")):
+        try:
+            pid = int(os.path.basename(path).split(".")[0])
+        except ValueError:
+            continue
+        if not psutil.pid_exists(pid):
+            _remove(path)
+
+
+def _remove(path: str) -> None:
+    try:
+        os.remove(path)
+    except OSError as e:
+        log.debug("could not remove %s: %s", path, e)
+
+
 def run_marks(proc: psutil.Process) -> RunMarks | None:
     """The run marks of ``proc`` (None: not a process of any run): from its environment, or, for a
-    node's process forked from its Python worker, from its command line (the one ``process_iter``
-    read already, where it did)."""
+    node's process forked from its Python worker, from its node's record of it."""
     env = proc.environ()
     if env.get("TFOS_RUN_ID"):
         attempt = env.get("TFOS_ATTEMPT")
         return RunMarks(env["TFOS_RUN_ID"], env.get("TFOS_TASK", ""), int(attempt) if attempt else None)
-    cmd = getattr(proc, "info", {}).get("cmdline") or proc.cmdline()
-    if CHILD_MODULE not in cmd:
-        return None
-    args = cmd[cmd.index(CHILD_MODULE) + 1:]
-    if len(args) < 8:  # not one of ours: our node's process has its name and attempt last
-        return None
-    return RunMarks(args[2], args[6], int(args[7]))
+    return _forked_marks(proc)
 
 
 def _gone(proc: psutil.Process) -> bool:
@@ -167,6 +211,7 @@ def scan_host(exclude_runs: frozenset[str] | set[str] = frozenset(), kill: bool 
     for g in holders or []:
         by_pid.setdefault(g.pid, []).append(g)
     found, ours = [], set()
+    _prune_forked()
     for proc in psutil.process_iter(["pid", "cmdline"]):
         try:
             marks = run_marks(proc)

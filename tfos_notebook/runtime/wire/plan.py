@@ -22,8 +22,8 @@ PREIMPORT_ENV = "TFOS_PREIMPORT"
 #: thread, so that its main thread never imports numpy while TensorFlow's import does (node/child.py).
 FEED_SERVER_MODULE = "tfos_notebook.runtime.node.feed.server"
 #: The node's process: ``python -m CHILD_MODULE STATUS_FD NODE_PID RUN_ID TASK PORT_FD ORDERS_FD NAME
-#: ATTEMPT`` (``node/child.py``), its command line whether spawned or forked (``node/forked.py``); the
-#: leftover scan reads a forked one's run from it (``orphans.run_marks``).
+#: ATTEMPT`` (``node/child.py``) when spawned; forked, it runs the same ``main`` with those arguments
+#: (``node/forked.py``).
 CHILD_MODULE = "tfos_notebook.runtime.node.child"
 #: The roles that train (and, with InputMode.SPARK, are fed); ps and evaluator run beside them.
 FOREGROUND_ROLES = ("chief", "master", "worker")
