@@ -140,6 +140,31 @@ def test_a_launch_right_after_a_local_cluster_starts_waits_for_its_executors():
     assert out.stdout.splitlines() == ["TFCluster.run: ok", "Run.start: chief"], out.stderr[-3000:]
 
 
+@pytest.mark.slow
+def test_a_launch_right_after_a_standalone_application_starts_with_no_executor_count_waits_for_them(
+        standalone_cluster):
+    """An application on a standalone master with no executor count configured (no
+    spark.executor.instances or spark.cores.max, the master's UI not named), launched at once, as
+    TensorFlowOnSpark's own test_TFParallel does: its executors register one by one, and the launch
+    waits for them to settle instead of being refused when the first one is there."""
+    script = textwrap.dedent(f"""
+        from pyspark.sql import SparkSession
+        from tfos_notebook import Run, TFCluster
+
+        def quick(args, ctx):
+            return ctx.job_name
+
+        spark = (SparkSession.builder.master("{standalone_cluster.master_url}").config("spark.executor.cores", "1")
+                 .config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1").getOrCreate())
+        cluster = TFCluster.run(spark.sparkContext, quick, None, 2, input_mode=TFCluster.InputMode.TENSORFLOW)
+        cluster.shutdown()
+        print("TFCluster.run: ok")
+        spark.stop()
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert out.stdout.splitlines() == ["TFCluster.run: ok"], out.stderr[-3000:]
+
+
 def occupy_own_port(args, ctx):
     import json
     import os

@@ -63,7 +63,7 @@ def test_three_nodes_on_two_slots_fail_within_seconds_naming_the_slots(standalon
     with pytest.raises(PreflightError) as info:
         Run(standalone.sparkContext, slow_echo, 0, 3).start()
     elapsed = time.monotonic() - t0
-    assert elapsed <= 5, elapsed
+    assert elapsed <= 30, elapsed  # a ceiling: the point is before Spark's ten minutes of slot checks
     message = str(info.value)
     assert "needs 3 task slots at once but the cluster has 2" in message
     executors = executor_ids(standalone.sparkContext)

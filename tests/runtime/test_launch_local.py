@@ -167,7 +167,7 @@ def test_too_many_nodes_for_local_cores_fail_before_submitting(local_spark):
     t0 = time.monotonic()
     with pytest.raises(PreflightError, match="needs 3 task slots at once but the cluster has 2"):
         Run(local_spark.sparkContext, echo, None, 3).start()
-    assert time.monotonic() - t0 < 5
+    assert time.monotonic() - t0 < 30  # a ceiling: the point is before Spark's ten minutes of slot checks
 
 
 def test_tfcluster_facade_runs_a_tfos_style_program(local_spark):

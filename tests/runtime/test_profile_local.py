@@ -86,7 +86,9 @@ def test_a_keras_run_shows_progress_and_eta_and_a_profile_lands_one_trace_per_no
         if not result.ok:
             print("\n".join(f"{e.role}:{e.index} {e.line}" for e in run.events.events(Log)))
         assert result.ok, result.failures
-        assert sorted(result.traces) == ["chief:0", "worker:0"] and took < 2 + 10, took
+        # a ceiling against hanging (2 s of profile plus the traces' trip, typically 3-6 s; it was 12 s on a
+        # busy machine): how long it takes is a benchmark's to say (docs/insight.md)
+        assert sorted(result.traces) == ["chief:0", "worker:0"] and took < 2 + 60, took
         folder = os.path.join(board.mirror.root, "plugins", "profile", result.session)
         assert sorted(os.listdir(folder)) == ["chief_0.xplane.pb", "worker_0.xplane.pb"]
         for name in os.listdir(folder):  # each holds steps of the node's Keras training

@@ -198,7 +198,7 @@ async def test_post_stop_stops_a_real_run_in_its_owning_process(jp_fetch, local_
         assert code == 409 and "has already ended (stopped)" in body["message"]
         ending = time.monotonic()  # the request's watcher is free again (not stuck in its run.stop)
         tracker.stop()
-        assert time.monotonic() - ending < 5 and "stop request failed" not in registry.get_run("busy").error
+        assert time.monotonic() - ending < 20 and "stop request failed" not in registry.get_run("busy").error
     finally:
         if not run.done:
             run.stop()
