@@ -4,8 +4,9 @@ On the wire a message is a msgpack (control channel) or JSON (the child's status
 ``{"type": TYPE, field: value, ...}``. :func:`decode` validates every field's type and raises
 ``ChannelError`` on anything else, so a handler only ever sees a well-formed message; the
 receiver logs and counts a malformed one and goes on (it never costs the sender its node).
-Nothing here is unpickled: a node's return value travels as opaque bytes in :class:`Result` and
-only the driver's run unpickles it, reporting a value it cannot unpickle as that node's error.
+Nothing here is unpickled: a node's return value travels as opaque bytes in :class:`Result`
+(msgpack, or a pickle for what msgpack cannot carry: ``values.py``), which only the driver's run
+decodes, reporting a value it cannot decode as that node's error.
 
 The messages a node sends are in ``reports.py``, those the driver sends in ``orders.py``, their
 base and encoding in ``message.py``, field checks in ``checks.py``; all import nothing but the
