@@ -24,6 +24,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("JDK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:+UnlockDiagnosticVMOptions "
                                           "-XX:-BytecodeVerificationRemote")
 
+from gpuprobe import no_gpu_reason  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402
 
 from tfos_notebook.devcluster import StandaloneCluster  # noqa: E402
@@ -127,7 +128,7 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.spark)
 
     items.sort(key=_order)
-    no_gpu = _no_gpu_reason()
+    no_gpu = no_gpu_reason()
     if no_gpu:
         for item in items:
             if "gpu" in item.keywords:
@@ -161,20 +162,6 @@ def _order(item) -> tuple[int, int, str]:
     if names & CLUSTER_FIXTURES or "cluster" in item.keywords:
         return 6, 0, ""
     return (2 if "local_spark4" in names else 1 if "local_ssl_spark" in names else 0), 0, ""
-
-
-def _no_gpu_reason() -> str:
-    """Why tests marked ``gpu`` cannot run here ("" when an NVIDIA GPU answers)."""
-    import shutil
-    import subprocess
-
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
-        return "no NVIDIA GPU here: nvidia-smi is not installed"
-    out = subprocess.run([smi, "--query-gpu=index", "--format=csv,noheader"], capture_output=True, text=True)
-    if out.returncode or not out.stdout.strip():
-        return f"no NVIDIA GPU here: nvidia-smi answered {out.returncode}: {(out.stderr or out.stdout).strip()[:200]}"
-    return ""
 
 
 @pytest.fixture(scope="session")

@@ -83,9 +83,9 @@ def test_on_a_cpu_node_the_sampler_sends_nothing_and_the_monitor_says_no_gpu():
 
 
 def test_where_no_gpu_answers_nvml_gives_nothing():
-    from conftest import _no_gpu_reason
+    from gpuprobe import no_gpu_reason
 
-    if not _no_gpu_reason():
+    if not no_gpu_reason():
         pytest.skip("an NVIDIA GPU answers here: tests/runtime/test_real_gpu_holders.py reads it")
     assert nvml_stats(["0"]) is None  # no driver, or no nvidia-ml-py
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -52,6 +53,35 @@ def spark_executor_id() -> str:
     if os.path.basename(os.path.dirname(cwd)).startswith("app-"):
         return os.path.basename(cwd)
     return "driver"
+
+
+#: Where Linux says which ports it hands out to outgoing connections.
+EPHEMERAL_RANGE = "/proc/sys/net/ipv4/ip_local_port_range"
+RESERVE_TRIES = 64
+
+
+def reserve_port(host: str, ranges: str = EPHEMERAL_RANGE) -> socket.socket:
+    """A socket bound to a free port of ``host`` for TensorFlow, outside the ports the system hands
+    to outgoing connections where it says which those are. The node holds the port until just
+    before TensorFlow binds it; a port of the ephemeral range, free again in that moment, could be
+    taken as the local port of any process's outgoing connection on the host, and TensorFlow's
+    server would fail with "Could not start gRPC server" (seen on a busy two-host run). Elsewhere,
+    or when no port outside the range is free after a few tries, any free port."""
+    sock = socket.socket()
+    try:
+        with open(ranges) as f:
+            low, high = (int(x) for x in f.read().split()[:2])
+    except (OSError, ValueError):
+        low = high = 0
+    candidates = [*range(10000, low), *range(high + 1, 65536)] if low > 10000 or high < 65535 else []
+    for port in random.sample(candidates, min(RESERVE_TRIES, len(candidates))):
+        try:
+            sock.bind((host, port))
+            return sock
+        except OSError:  # taken: try another
+            continue
+    sock.bind((host, 0))
+    return sock
 
 
 def sees_probe(probe: str | None) -> bool:
@@ -180,8 +210,7 @@ class _Node:
         self.host = conn.sock.getsockname()[0]  # the address on which this executor reaches the driver
         if plan.serves_feed(task):
             serve_feed(self.proc, plan.secret, self.host, plan.feed_buffer_bytes)
-        self.reservation = socket.socket()
-        self.reservation.bind((self.host, 0))
+        self.reservation = reserve_port(self.host)
         conn.send(m.encode(m.Register(
             task=task, attempt=plan.attempt, host=self.host, port=self.reservation.getsockname()[1],
             pid=os.getpid(), gpus=tuple(self.devices), executor_id=spark_executor_id(),
