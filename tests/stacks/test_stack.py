@@ -107,12 +107,20 @@ def test_demo_notebook_01_trains_and_evaluates(demo):
 
 @pytest.mark.slow
 def test_keras_the_nodes_run_is_the_rules_and_is_said(demo):
+    """The nodes' registrations say which Keras they run, which the run's MLflow run keeps as a tag
+    (the monitor's lines say it too, where they reach the notebook: a headless client like nbclient
+    drops what a cell prints once it has ended, which ipykernel 6.29 sends there)."""
+    from mlflow import MlflowClient
+
     from tfos_notebook.runtime.wire.versions import keras_in_use, tf_keras_installed
 
     expected = keras_in_use(tf_keras_installed())  # tf-keras where installed (15.4+), else Keras 2 (14.3)
     assert expected.startswith("tf-keras " if "tf-keras" in build.pins(stack_file()) else "keras 2.")
+    client = MlflowClient(demo.env["MLFLOW_TRACKING_URI"])
+    [run] = [r for e in client.search_experiments() for r in client.search_runs([e.experiment_id])]
+    assert run.data.tags["tfos.keras"] == expected
     said = [line for line in demo.out.splitlines() if "cluster ready:" in line]
-    assert said and said[0].endswith(f"(tf.keras: {expected})"), said
+    assert all(line.endswith(f"(tf.keras: {expected})") for line in said), said
 
 
 @pytest.mark.slow

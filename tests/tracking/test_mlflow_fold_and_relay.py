@@ -134,3 +134,13 @@ def test_autolog_on_a_node_logs_into_the_one_run_and_drops_the_nodes_model_files
     assert active.info.run_id == RUN and model.model_id.startswith("m-")
     assert relayed(node_process, 1) == [MlflowCalls(params=(("epochs", "3"),))]
     assert "artifacts logged to MLflow on a node are dropped" in caplog.text
+
+
+def test_the_keras_the_nodes_run_is_a_tag_of_the_run():
+    from tfos_notebook.runtime.driver.events import Registered
+
+    fold = RunFold({})
+    for task, role in ((0, "chief"), (1, "worker")):
+        fold.apply(Registered(RUN, task=task, role=role, index=0, host="h", executor_id=str(task), port=1, pid=1,
+                              keras="tf-keras 2.16.0"))
+    assert fold.pending.tags == {"tfos.keras": "tf-keras 2.16.0"}

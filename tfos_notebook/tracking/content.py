@@ -29,6 +29,7 @@ TAG_ATTEMPTS = "tfos.attempts"
 TAG_TENSORBOARD = "tfos.tensorboard_url"
 TAG_ERROR = "tfos.error"
 TAG_MODEL_ERROR = "tfos.model_error"
+TAG_KERAS = "tfos.keras"  # which Keras the nodes' tf.keras is ("tf-keras 2.16.0")
 
 _UNSAFE_KEY = re.compile(r"[^\w\-. /:]")
 

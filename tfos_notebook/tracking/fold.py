@@ -13,6 +13,7 @@ from ..runtime.driver.events import (
     LaunchSubmitted,
     MlflowCalled,
     ModelExported,
+    Registered,
     RunFinished,
     Step,
     SystemStats,
@@ -25,7 +26,7 @@ log = logging.getLogger(__name__)
 
 #: The events that matter to an MLflow run (steps and relayed calls only from the chief).
 TRACKED = (Step, MlflowCalled, GpuStats, SystemStats, LaunchSubmitted, TensorBoardStarted, ModelExported,
-           RunFinished)
+           Registered, RunFinished)
 
 
 def millis(t: float) -> int:
@@ -47,6 +48,7 @@ class RunFold:
         self.samples: dict[str, int] = {}  # system samples per node so far: the step of the next one
         self.last_step = 0
         self.export: ModelExported | None = None
+        self.keras: set[str] = set()  # which Keras the nodes' tf.keras is
 
     def apply(self, event: Event) -> None:
         """Fold one event (of ``TRACKED``) in."""
@@ -69,6 +71,9 @@ class RunFold:
             self.pending.tags[c.TAG_TENSORBOARD] = event.url
         elif isinstance(event, ModelExported):
             self.export = event
+        elif isinstance(event, Registered) and event.keras and event.keras not in self.keras:
+            self.keras.add(event.keras)
+            self.pending.tags[c.TAG_KERAS] = ", ".join(sorted(self.keras))
 
     def finish(self, ended: RunFinished, result: Any, dropped: int = 0) -> None:
         """The run ended: the chief's returned numbers (when it finished), its error, and how many
