@@ -32,6 +32,16 @@ TENSORFLOW_NOTICES = [
     "WARNING:tensorflow:Collective ops is not configured at program startup. Some performance features may not "
     "be enabled.",
     "INFO:tensorflow:Enabled multi-worker collective ops with available devices: ['/job:worker/replica:0']",
+    # a 2-node MultiWorkerMirroredStrategy fit of a repeated, cached dataset under a Jupyter server started
+    # without TF_CPP_MIN_LOG_LEVEL (TensorFlow 2.21)
+    "I0000 00:00:1795362290.120034   27001 coordination_service.cc:624] /job:worker/replica:0/task:0 has "
+    "connected to coordination service. Incarnation: 12345",
+    "W0000 00:00:1795362295.402219   27123 dataset.cc:1011] The calling iterator did not fully read the dataset "
+    "being cached. In order to avoid unexpected truncation of the dataset, the partially cached contents of the "
+    "dataset will be discarded.",
+    "WARNING:tensorflow:5 out of the last 5 calls to <function TensorFlowTrainer.make_train_function.<locals>."
+    "one_step_on_iterator at 0x7f> triggered tf.function retracing.",
+    "WARNING:tensorflow:Your input ran out of data; interrupting training.",
 ]
 
 REAL_LINES = [

@@ -1,9 +1,11 @@
 """Which node log lines are TensorFlow's own start-up and shut-down noise.
 
 TensorFlow prints a dozen lines on every node of every run (absl's pre-init warning, oneDNN and
-CPU-instruction notices, the CUDA probes of a CPU build, a coordination-service RPC complaint when
-the chief exits first). They say nothing about the user's run, yet some carry ``E`` or ``ERROR``,
-so a good run reads like a bad one. The monitor keeps them out of its log area unless asked;
+CPU-instruction notices, the CUDA probes of a CPU build, its C++ INFO lines, which a Jupyter server
+started without ``TF_CPP_MIN_LOG_LEVEL`` lets through, a coordination-service RPC complaint when
+the chief exits first, its Python ``WARNING:tensorflow:`` notices, repeated per call or epoch).
+They say nothing about the user's run, yet some carry ``E`` or ``ERROR``, so a good run reads like
+a bad one. The monitor keeps them out of its log area unless asked ("Show TensorFlow's notices");
 ``run.logs()`` still has every line.
 
 Only lines that match a known notice are noise, and a line that looks like a real error (a Python
@@ -14,9 +16,10 @@ from __future__ import annotations
 
 import re
 
-# TensorFlow's C++ log prefix (absl): severity, date, time, thread, file:line]
-_ABSL = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ \S+:\d+\] ")
-_ABSL_INFO = re.compile(r"^I\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ \S+:\d+\] ")
+# TensorFlow's C++ log prefix (absl): severity, date, time (TensorFlow 2.16 on writes seconds since the
+# epoch where the time of day was: "I0000 00:00:1795362279.902178"), thread, file:line]
+_ABSL = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d+\.\d+\s+\d+ \S+:\d+\] ")
+_ABSL_INFO = re.compile(r"^I\d{4} \d\d:\d\d:\d+\.\d+\s+\d+ \S+:\d+\] ")
 
 NOISE = tuple(re.compile(p) for p in (
     r"All log messages before absl::InitializeLog\(\) is called are written to STDERR",
@@ -35,9 +38,11 @@ NOISE = tuple(re.compile(p) for p in (
     r"^:UNKNOWN:Error received from peer .*grpc_status:14\b",
     r"Collective ops is not configured at program startup",
     r"Local rendezvous is aborting with status: OUT_OF_RANGE",
-    r"^(INFO|WARNING):tensorflow:(Enabled multi-worker collective ops|Using MirroredStrategy with devices"
-    r"|MultiWorkerMirroredStrategy with cluster_spec|Check health not enabled"
-    r"|Collective ops is not configured)",
+    # tf.data's notice that a cache was not read to its end (every epoch of a repeated, cached dataset)
+    r"The calling iterator did not fully read the dataset being cached",
+    # TensorFlow's Python notices (absl logging under the "tensorflow" logger), repeated per call or epoch:
+    # retracing, AutoGraph, the input running out, deprecations
+    r"^(INFO|WARNING):tensorflow:",
 ))
 
 # A line like this is shown whatever notice it also matches.
