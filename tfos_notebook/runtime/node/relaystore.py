@@ -49,8 +49,7 @@ class RelayStore(AbstractStore):
 
     def __init__(self, relays: bool) -> None:
         super().__init__()
-        self.pipe = current()
-        if self.pipe is None:
+        if current() is None:
             raise MlflowException(NOT_A_NODE)
         self.relays = relays
         self.run_id = os.environ.get("MLFLOW_RUN_ID") or os.environ.get("TFOS_RUN_ID", "tfos")
@@ -80,8 +79,9 @@ class RelayStore(AbstractStore):
         points = [(m.key, float(m.value), int(m.timestamp), int(m.step or 0)) for m in metrics]
         pairs = [(p.key, str(p.value)) for p in params]
         labels = [(t.key, str(t.value)) for t in tags if not t.key.startswith("mlflow.")]
+        pipe = current()  # MLflow keeps a store per URI for the life of the process; the pipe is read each time
         while points or pairs or labels:
-            self.pipe.send(MlflowCalls(metrics=tuple(points[:MAX_PER_LINE]), params=tuple(pairs[:MAX_PER_LINE]),
+            pipe.send(MlflowCalls(metrics=tuple(points[:MAX_PER_LINE]), params=tuple(pairs[:MAX_PER_LINE]),
                                        tags=tuple(labels[:MAX_PER_LINE])))
             points, pairs, labels = points[MAX_PER_LINE:], pairs[MAX_PER_LINE:], labels[MAX_PER_LINE:]
 
