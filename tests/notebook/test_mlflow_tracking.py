@@ -3,8 +3,9 @@ credentials only the driver holds) and local ``sqlite:`` stores, from ``%%tfos_t
 local[2] Spark.
 
 The first tests share one 2-worker Keras run (``tracked``), each checking other facts of it: the
-cell calls ``mlflow.autolog()`` on every node, reports its epochs through ``ctx.callbacks()``,
-exports its model with ``ctx.export`` and is evaluated with ``%%tfos_evaluate``.
+cell calls ``mlflow.autolog()`` on every node and fits the usual multi-worker dataset, repeated
+(whose description by autologging never ends, mlflow/mlflow#9600), reports its epochs through
+``ctx.callbacks()``, exports its model with ``ctx.export`` and is evaluated with ``%%tfos_evaluate``.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from mlflowserver import PASSWORD, USERNAME
 from nbhelpers import DIGITS_MWMS, LONG_CELL, TRAINING_HELPERS, child_processes, child_role, wait_until
 
 from tfos_notebook.runtime.driver.errors import NodeError
-from tfos_notebook.runtime.driver.events import LaunchSubmitted, Step
+from tfos_notebook.runtime.driver.events import FindingRaised, LaunchSubmitted, Log, NodeMemory, Step
 from tfos_notebook.state import registry
 
 EXPERIMENT = "tfos-tests"
@@ -30,11 +31,11 @@ TRACKED_CELL = '''
 import os
 import mlflow
 mlflow.autolog()                      # on every node, as cells copied from single-node notebooks do
-''' + DIGITS_MWMS + '''ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(64).take(28).with_options(options)
-model.fit(ds, epochs=args.epochs, callbacks=ctx.callbacks(tensorboard=False), verbose=0)
+''' + DIGITS_MWMS + '''ds = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(64).with_options(options)  # the usual
+model.fit(ds, epochs=args.epochs, steps_per_epoch=5, callbacks=ctx.callbacks(tensorboard=False), verbose=0)
 mlflow.log_metric(f"logged_on_{ctx.job_name}", 1.0, step=args.epochs)
 ctx.export(model)
-return {"accuracy": model.evaluate(ds, verbose=0)[1], "uri": os.environ["MLFLOW_TRACKING_URI"],
+return {"accuracy": model.evaluate(ds, steps=5, verbose=0)[1], "uri": os.environ["MLFLOW_TRACKING_URI"],
         "credentials": sorted(set(os.environ) & set(CREDENTIALS))}
 '''
 
@@ -92,6 +93,17 @@ def test_a_two_worker_run_with_autolog_on_every_node_is_one_mlflow_run(tracked):
                                                                              "chief:0,worker:0")
     assert tags["tfos.spark_app_id"] == tracked.run.run.backend.conf("spark.app.id")
     assert "tfos.error" not in tags and "mlflow.parentRunId" not in tags
+
+
+def test_autologging_on_the_nodes_left_the_repeated_dataset_alone_and_their_memory_flat(tracked):
+    logs = "\n".join(e.line for e in tracked.run.events.events(Log))
+    assert logs.count("MLflow autologging on this node logs params and metrics only (log_datasets, log_models off") == 2
+    readings = tracked.run.events.events(NodeMemory)
+    assert {r.name for r in readings} == {"chief:0", "worker:0"}
+    assert max(r.rss_mib for r in readings) < 3072, max(r.rss_mib for r in readings)  # about 1 GiB each
+    codes = {e.finding.code for e in tracked.run.events.events(FindingRaised)}
+    assert "memory_growing" not in codes and "node_out_of_memory" not in codes
+    assert not tracked.mlflow.inputs.dataset_inputs
 
 
 def test_its_loss_is_the_chiefs_reported_curve_and_only_the_chiefs_mlflow_calls_count(tracked):

@@ -39,6 +39,7 @@ from functools import partial
 from ..wire.paths import node_dir_name, spill_prefix, work_prefix
 from ..wire.plan import FEED_SERVER_MODULE, PREIMPORT_ENV
 from ..wire.watchdog import STACKS_SIGNAL, watch_parent
+from . import mlflowrelay
 from .statuspipe import open_pipe
 
 
@@ -170,6 +171,8 @@ def main(argv: list[str]) -> int:
         return 0
     payload_path, result_path = order["payload"], order["result"]
     os.environ.update(order["env"])
+    if os.environ.get("MLFLOW_TRACKING_URI", "").startswith(f"{mlflowrelay.SCHEME}:"):  # the run is logged to MLflow
+        mlflowrelay.limit_autolog()
     pace = None
     try:
         if unserved is not None:

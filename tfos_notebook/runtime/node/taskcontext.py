@@ -14,9 +14,10 @@ never do): the child itself stays free of pyspark's imports.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
+from functools import partial
 from typing import Any
+
+from .afterimport import after_import
 
 MODULE = "pyspark.taskcontext"
 
@@ -43,13 +44,8 @@ def capture() -> dict[str, Any] | None:
 def install_on_import(state: dict[str, Any] | None) -> None:
     """Make ``state`` (from :func:`capture` in the task) this process's task context: now if pyspark
     is loaded, else as soon as it is."""
-    if state is None:
-        return
-    module = sys.modules.get(MODULE)
-    if module is not None:
-        _install(module, state)
-    else:
-        sys.meta_path.insert(0, _InstallAfterImport(state))
+    if state is not None:
+        after_import(MODULE, partial(_install, state=state))
 
 
 def _install(module: Any, state: dict[str, Any]) -> None:
@@ -64,30 +60,3 @@ def _install(module: Any, state: dict[str, Any]) -> None:
         kind._setTaskContext(context)
     if barrier:
         module.BarrierTaskContext._initialize(*state["barrier"])
-
-
-class _InstallAfterImport:
-    """Finds ``pyspark.taskcontext`` where Python would, and installs the task's context right
-    after the module has run (before anything that imported it can ask for the context). A meta
-    path finder and loader by protocol: ``importlib.abc``, their base classes, costs a node's
-    child 6 ms of imports (``importlib.resources``) before its function can start."""
-
-    def __init__(self, state: dict[str, Any]) -> None:
-        self.state = state
-        self.loader: Any = None
-
-    def find_spec(self, fullname, path, target=None):
-        if fullname != MODULE:
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(fullname)
-        if spec is not None and spec.loader is not None:
-            self.loader, spec.loader = spec.loader, self
-        return spec
-
-    def create_module(self, spec):
-        return self.loader.create_module(spec)
-
-    def exec_module(self, module) -> None:
-        self.loader.exec_module(module)
-        _install(module, self.state)
