@@ -6,11 +6,14 @@ MLflow run, sends what gathered every ``FLUSH_SECS`` as batches, and once the ru
 the final metrics and the exported model and sets the status. The nodes never reach MLflow: their
 own MLflow calls come to the driver over the control channel (``runtime/node/mlflowrelay.py``).
 Nothing that goes wrong here fails the run: it is logged, and published as an ``MlflowRun`` event
-with its ``error``.
+with its ``error``. A driver process (a kernel) that exits while a run goes on ends its MLflow run
+as KILLED on its way out (``close_at_exit``), rather than leaving it RUNNING for ever; a process
+killed outright (SIGKILL, a crash) cannot, and its MLflow run stays RUNNING.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import queue
@@ -45,6 +48,9 @@ _QUIET = threading.Lock()
 
 #: The tag by which MLflow knows a run's parent run.
 PARENT_RUN_TAG = "mlflow.parentRunId"
+EXIT_SECS = 10.0  # how long an exiting driver waits for MLflow to take a run's KILLED status
+DRIVER_EXITED = "the driver process exited while the run was running"
+_LIVE: set[MlflowTracker] = set()  # trackers whose MLflow run is not complete
 
 
 class TrackedRun(Protocol):
@@ -108,8 +114,20 @@ class MlflowTracker:
 
     def start(self) -> MlflowTracker:
         self._unsubscribe = self.run.events.subscribe(self._enqueue)
+        _LIVE.add(self)
         self._thread.start()
         return self
+
+    def kill(self) -> None:
+        """End the MLflow run as KILLED, tagged with why, unless it is complete (the driver exits)."""
+        if self.done or self.mlflow_run_id is None:
+            return
+        try:
+            with _no_url_printed():
+                self._client.set_tag(self.mlflow_run_id, c.TAG_ERROR, DRIVER_EXITED)
+                self._client.set_terminated(self.mlflow_run_id, "KILLED")
+        except Exception as e:
+            log.warning("run %s: MLflow: the run's KILLED status was not set: %s", self.run.name, e)
 
     @property
     def done(self) -> bool:
@@ -169,6 +187,7 @@ class MlflowTracker:
                 next_send = time.monotonic() + FLUSH_SECS
 
     def _complete(self) -> None:
+        _LIVE.discard(self)
         self._unsubscribe()
         self._publish(complete=True)
         self._done.set()
@@ -264,6 +283,23 @@ class MlflowTracker:
         if self.error is None:  # the first problem is shown; later ones are in the log
             self.error = text
             self._publish()
+
+
+def close_at_exit() -> None:
+    """End the MLflow run of every run still going on in this exiting process as KILLED, waiting at
+    most ``EXIT_SECS`` for MLflow (registered with ``atexit``)."""
+    trackers = list(_LIVE)
+    if not trackers:
+        return
+    closing = [threading.Thread(target=t.kill, daemon=True, name="tfos-mlflow-exit") for t in trackers]
+    for thread in closing:
+        thread.start()
+    deadline = time.monotonic() + EXIT_SECS
+    for thread in closing:
+        thread.join(max(0.0, deadline - time.monotonic()))
+
+
+atexit.register(close_at_exit)
 
 
 @contextmanager
