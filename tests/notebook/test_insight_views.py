@@ -44,7 +44,7 @@ def test_the_monitor_shows_a_progress_bar_throughput_eta_and_each_node_rate():
     assert 'class="tfos-progress-bar"' in text and "width:50.0%" in text
     assert ("epoch 2/3 step 4/8 (50%) · 4 steps/s · 256 examples/s · elapsed 0:05 · ETA 0:03") in text
     rows = table_rows(monitor.tasks.get_state()["value"])
-    assert [r[8:] for r in rows[1:]] == [["4", "n/m"], ["4", "n/m"]]
+    assert [r[9:] for r in rows[1:]] == [["4", "n/m"], ["4", "n/m"]]
     assert "InputMode.TENSORFLOW" in monitor.tasks.value  # why the input wait is not measured
     assert monitor.profile_button.layout.display == ""  # running: the Profile button shows
 

@@ -49,8 +49,9 @@ def test_two_worker_training_returns_at_once_and_the_widget_shows_the_finished_r
     rows = table_rows(monitor.tasks.get_state()["value"])
     assert [r[0] for r in rows[1:]] == ["chief:0", "worker:0"]
     for row in rows[1:]:
-        task, host, executor, port, gpus, state, step, loss, _rate, _wait = row
+        task, host, executor, port, gpus, memory, state, step, loss, _rate, _wait = row
         assert (host, executor, state, gpus) == ("127.0.0.1", "driver", "finished", "no GPU")
+        assert memory.endswith(" GiB"), memory  # the node's last reading
         assert int(port) > 0 and int(step) == 45 and float(loss) > 0
     assert "[chief:0] trained on chief 0" in monitor.logs.value
     assert monitor.stop_button.disabled

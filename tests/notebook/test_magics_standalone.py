@@ -22,6 +22,6 @@ def test_training_on_the_cluster_lists_each_node_with_its_executor_and_gpu(ip, s
     rows = {r[0]: r for r in table_rows(monitor.tasks.get_state()["value"])[1:]}
     assert set(rows) == {"chief:0", "worker:0"}
     assert {rows[n][2] for n in rows} == executor_ids(standalone.sparkContext)  # one node per executor
-    for name, (_, host, _executor, port, gpus, state, step, _loss, _rate, _wait) in rows.items():
+    for name, (_, host, _executor, port, gpus, _memory, state, step, _loss, _rate, _wait) in rows.items():
         assert (host, state, int(step)) == ("127.0.0.1", "finished", 45), name
         assert gpus in ("0", "1") and int(port) > 0

@@ -21,6 +21,7 @@ from tfos_notebook.runtime.driver.events import (
     LaunchSubmitted,
     Log,
     MlflowRun,
+    NodeMemory,
     RunFinished,
     RunStateChanged,
     Step,
@@ -66,13 +67,19 @@ def test_widget_shows_progress_task_rows_and_final_state():
     monitor.update(events[:4])  # launch + the worker's registration
     assert (monitor.progress.value, monitor.progress.max, monitor.progress_label.value) == (1, 2, "1/2")
     assert "reserving" in monitor.header.value
+    monitor.update([NodeMemory(RUN, task=0, role="chief", index=0, host="10.0.0.1", rss_mib=1229, host_available_mib=800,
+                               host_total_mib=16384, cap_mib=4096),
+                    NodeMemory(RUN, task=1, role="worker", index=0, host="10.0.0.2", rss_mib=1024, host_available_mib=9000,
+                               host_total_mib=16384)])
     monitor.update(events[4:])
     assert (monitor.progress.value, monitor.progress.max, monitor.progress.bar_style) == (2, 2, "success")
     assert "finished" in monitor.header.value and "digits" in monitor.header.value
     rows = table_rows(monitor.tasks.get_state()["value"])
-    assert rows[0] == ["task", "host", "executor", "port", "GPUs", "state", "step", "loss", "steps/s", "input wait"]
-    assert rows[1] == ["chief:0", "10.0.0.1", "0", "4000", "0", "finished", "3", "0.25", "-", "-"]
-    assert rows[2] == ["worker:0", "10.0.0.2", "1", "4001", "1", "finished", "3", "0.25", "-", "-"]
+    assert rows[0] == ["task", "host", "executor", "port", "GPUs", "memory", "state", "step", "loss", "steps/s",
+                       "input wait"]
+    assert rows[1] == ["chief:0", "10.0.0.1", "0", "4000", "0", "1.2/4.0 GiB · host 0.8 GiB free", "finished", "3",
+                       "0.25", "-", "-"]
+    assert rows[2] == ["worker:0", "10.0.0.2", "1", "4001", "1", "1.0 GiB", "finished", "3", "0.25", "-", "-"]
     assert "[chief:0] step 3 on chief" in monitor.logs.value
     assert monitor.stop_button.disabled and monitor.stop_button.description == "Finished"
 

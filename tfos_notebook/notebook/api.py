@@ -52,6 +52,7 @@ class TrainOptions:
             ``TFOS_MLFLOW`` setting decides; see ``Run``).
         keras3: run ``tf.keras`` as Keras 3 on the nodes, not as tf-keras (which they run wherever
             it is installed: see ``Run``'s ``legacy_keras``).
+        memory_limit: MiB of resident memory each node may reach (``Run``'s ``memory_limit_mb``).
     """
 
     workers: int = 2
@@ -71,6 +72,7 @@ class TrainOptions:
     tensorboard: bool = True
     mlflow: bool | str | None = None
     keras3: bool = False
+    memory_limit: float = 0.0
 
     @property
     def num_nodes(self) -> int:
@@ -85,8 +87,9 @@ def _check_options(o: TrainOptions, user_ns: Mapping[str, Any]) -> Any:
     """Validate ``o`` against the notebook; returns the ``--data`` object (or None)."""
     if o.workers < 1:
         raise ConfigError(f"--workers must be at least 1, got {o.workers}")
-    if o.ps < 0 or o.gpus < 0 or o.epochs < 1 or o.reservation_timeout <= 0:
-        raise ConfigError("--ps and --gpus must be 0 or more, --epochs and --reservation-timeout more than 0")
+    if o.ps < 0 or o.gpus < 0 or o.memory_limit < 0 or o.epochs < 1 or o.reservation_timeout <= 0:
+        raise ConfigError("--ps, --gpus and --memory-limit must be 0 or more, --epochs and --reservation-timeout "
+                          "more than 0")
     if o.input_mode not in INPUT_MODES:
         raise ConfigError(f"--input-mode must be one of {', '.join(INPUT_MODES)}, got {o.input_mode!r}")
     if o.name and o.name.isidentifier() and o.name in user_ns and not isinstance(user_ns[o.name], TrainRun):
@@ -157,7 +160,8 @@ def train(body: str, options: TrainOptions, user_ns: MutableMapping[str, Any], *
     run = Run(spark, cell, options.cell_args(), options.num_nodes, num_ps=options.ps,
               eval_node=options.evaluator, log_dir=options.logdir, model_dir=options.model_dir,
               reservation_timeout=options.reservation_timeout, gpus_per_node=options.gpus, name=options.name,
-              input_mode=options.input_mode, mlflow=options.mlflow, legacy_keras=False if options.keras3 else None)
+              input_mode=options.input_mode, mlflow=options.mlflow, legacy_keras=False if options.keras3 else None,
+              memory_limit_mb=options.memory_limit)
     run.start(data, options.epochs)  # with data, each node is fed its share by its own task (in-stage)
     handle = TrainRun(run, cell, monitor, OutputTarget(shell))
     if options.tensorboard:

@@ -67,6 +67,10 @@ class TFOSMagics(Magics):
     @argument("--keras3", action="store_true",
               help="run tf.keras as Keras 3 on the nodes (default: tf-keras where installed, since Keras 3's "
                    "multi-worker fit is broken upstream)")
+    @argument("--memory-limit", type=float, default=0.0, metavar="MIB",
+              help="resident memory (MiB) each node's process may reach before it is stopped with the reason "
+                   "(default: spark.executor.pyspark.memory where set, else none; a node that grows while its "
+                   "host runs out of memory is stopped anyway)")
     @argument("--no-tensorboard", dest="tensorboard", action="store_false",
               help="start no TensorBoard for the run (by default one starts with it, shown in the monitor, "
                    "and stays up until %%tfos_tensorboard RUN --stop or the kernel exits)")

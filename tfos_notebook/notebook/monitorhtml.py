@@ -7,14 +7,14 @@ from __future__ import annotations
 import html
 
 from .curves import curves_html
-from .view import RunView, TaskRow, format_duration, format_gpus, format_progress, format_rate
+from .view import RunView, TaskRow, format_duration, format_gpus, format_memory, format_progress, format_rate
 
 STATE_COLOURS = {
     "starting": "#6b7280", "reserving": "#b45309", "scheduled": "#6b7280", "registered": "#2563eb",
     "running": "#2563eb", "relaunching": "#b45309", "stopping": "#b45309", "failing": "#b91c1c",
     "finished": "#15803d", "failed": "#b91c1c", "stopped": "#6b7280",
 }
-TASK_COLUMNS = ("task", "host", "executor", "port", "GPUs", "state", "step", "loss", "steps/s", "input wait")
+TASK_COLUMNS = ("task", "host", "executor", "port", "GPUs", "memory", "state", "step", "loss", "steps/s", "input wait")
 LOG_STYLE = "border:1px solid #d1d5db;border-radius:3px;padding:2px 6px;background:#f9fafb"
 VISIBLE_LOG_LINES = 12
 
@@ -61,7 +61,7 @@ def _task_cells(row: TaskRow, pace) -> tuple[str, ...]:
     rate = "-" if pace is None else format_rate(pace.steps_per_sec, "steps").removesuffix(" steps/s")
     wait = "-" if pace is None else "n/m" if pace.wait_share is None else f"{pace.wait_share:.0%}"
     return (row.name, row.host or "-", row.executor_id or "-", str(row.port) if row.port else "-",
-            format_gpus(row), row.state, "-" if row.step is None else str(row.step),
+            format_gpus(row), format_memory(row), row.state, "-" if row.step is None else str(row.step),
             "-" if loss is None else f"{loss:.4g}", rate, wait)
 
 
@@ -88,10 +88,11 @@ def tasks_html(view: RunView) -> str:
     for task in sorted(view.rows):
         row = view.rows[task]
         cells = list(map(html.escape, _task_cells(row, paces.get(row.name))))
-        cells[5] = badge(row.state) + (f' <span style="color:#6b7280">{html.escape(row.detail)}</span>'
-                                       if row.detail else "")
-        if cells[9] == "n/m":
-            cells[9] = f'<span title="{html.escape(NOT_MEASURED)}">n/m</span>'
+        state, wait = TASK_COLUMNS.index("state"), TASK_COLUMNS.index("input wait")
+        cells[state] = badge(row.state) + (f' <span style="color:#6b7280">{html.escape(row.detail)}</span>'
+                                           if row.detail else "")
+        if cells[wait] == "n/m":
+            cells[wait] = f'<span title="{html.escape(NOT_MEASURED)}">n/m</span>'
         tds = "".join(f'<td style="padding:0 8px">{c}</td>' for c in cells)
         rows.append(f'<tr data-task="{task}">{tds}</tr>')
     keras = (f'<div class="tfos-keras" style="color:#6b7280;font-size:0.85em">tf.keras on the nodes: '

@@ -21,6 +21,7 @@ from ..runtime.driver.events import (
     LaunchSubmitted,
     Log,
     MlflowRun,
+    NodeMemory,
     Pace,
     Registered,
     RunFinished,
@@ -53,6 +54,7 @@ class TaskRow:
     metrics: dict[str, float] = field(default_factory=dict)
     curves: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
     gpu_stats: tuple[tuple[str, int, int, int], ...] = ()
+    memory: NodeMemory | None = None  # its process's memory, as its memory guard last read it
     keras: str = ""  # which Keras its tf.keras is ("tf-keras 2.16.0"), as it registered
 
     def add_point(self, step: int, metrics: dict[str, float]) -> None:
@@ -128,7 +130,7 @@ class RunView:
         end = self.finished_at if self.finished_at is not None else (now if now is not None else time.time())
         return max(0.0, end - self.started_at)
 
-    def _row(self, e: Registered | GpuAssigned | GpuStats | TaskState | Step) -> TaskRow:
+    def _row(self, e: Registered | GpuAssigned | GpuStats | NodeMemory | TaskState | Step) -> TaskRow:
         if e.task not in self.rows:
             self.rows[e.task] = TaskRow(e.task, e.role, e.index)
         return self.rows[e.task]
@@ -165,6 +167,8 @@ class RunView:
             self._row(e).gpus = e.addresses
         elif isinstance(e, GpuStats):
             self._row(e).gpu_stats = e.gpus
+        elif isinstance(e, NodeMemory):
+            self._row(e).memory = e
         elif isinstance(e, TaskState):
             row = self._row(e)
             row.state, row.detail = e.state, e.detail
@@ -204,6 +208,18 @@ def format_gpus(row: TaskRow) -> str:
         else:
             parts.append(address)
     return ", ".join(parts)
+
+
+def format_memory(row: TaskRow) -> str:
+    """The node's process's resident memory, of its cap where it has one (``1.2/4.0 GiB``), and
+    the host's available memory when it runs low (``· host 0.3 GiB free``); ``-`` before a reading."""
+    mem = row.memory
+    if mem is None:
+        return "-"
+    text = f"{mem.rss_mib / 1024:.1f}/{mem.cap_mib / 1024:.1f} GiB" if mem.cap_mib else f"{mem.rss_mib / 1024:.1f} GiB"
+    if mem.host_available_mib < mem.host_total_mib / 10:
+        text += f" · host {mem.host_available_mib / 1024:.1f} GiB free"
+    return text
 
 
 def format_duration(seconds: float) -> str:

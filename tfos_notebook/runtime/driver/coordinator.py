@@ -28,6 +28,7 @@ from .events import (
     Log,
     MlflowCalled,
     ModelExported,
+    NodeMemory,
     Pace,
     ProfileCaptured,
     Registered,
@@ -153,6 +154,9 @@ class Coordinator:
         if isinstance(msg, m.GpuReport):
             return GpuStats(self.run_id, host=node.host, **who, gpus=tuple(
                 (g["address"], g["utilization"], g["used_mib"], g["total_mib"]) for g in msg.gpus))
+        if isinstance(msg, m.MemoryReport):
+            return NodeMemory(self.run_id, host=node.host, rss_mib=msg.rss_mib, host_available_mib=msg.host_available_mib,
+                              host_total_mib=msg.host_total_mib, cap_mib=msg.cap_mib, **who)
         if isinstance(msg, m.SystemReport):
             return SystemStats(self.run_id, cpu_percent=msg.cpu_percent, memory_used_mb=msg.memory_used_mb,
                                memory_percent=msg.memory_percent, **who)
@@ -251,8 +255,9 @@ class Coordinator:
             findings = diagnose_failure(node.role, node.index, node.host, msg.traceback, node.port)
             self.hooks.findings(findings)
             killed = msg.exit_code is not None and msg.exit_code < 0  # a signal, not the function's exception
-            self._fail(node, NodeError(node.role, node.index, node.where, msg.traceback, msg.exit_code, findings),
-                       killed, f"exit code {msg.exit_code}")
+            self._fail(node, NodeError(node.role, node.index, node.where, msg.traceback, msg.exit_code, findings,
+                                       msg.cause),
+                       killed or msg.cause == "memory", "out of memory" if msg.cause else f"exit code {msg.exit_code}")
 
     def _files(self, conn: Conn, node: NodeRecord, msg: m.Files) -> None:
         chunks = [Chunk(rel, off, data) for rel, off, data in msg.chunks]

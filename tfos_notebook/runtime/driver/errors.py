@@ -38,8 +38,9 @@ class NodeError(TFOSError):
     """The user's function failed on a node; carries that node's role, host and traceback."""
 
     def __init__(self, role: str, index: int, host: str, traceback_text: str, exit_code: int | None = None,
-                 findings: Sequence[Finding] = ()):
+                 findings: Sequence[Finding] = (), cause: str = ""):
         self.role, self.index, self.host = role, index, host
+        self.cause = cause  # "memory": the node's process ran out of memory
         self.traceback_text = traceback_text
         self.exit_code = exit_code
         self.findings = list(findings)

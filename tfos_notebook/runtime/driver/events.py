@@ -25,6 +25,7 @@ from .eventtypes import (
     ModelDirUnshared,
     ModelExported,
     NodeEvent,
+    NodeMemory,
     Pace,
     ProfileCaptured,
     Registered,
@@ -39,6 +40,6 @@ from .eventtypes import (
 __all__ = [
     "ClusterReady", "EpochFed", "Event", "EventStream", "FeedPlanned", "FeedProgress", "FindingRaised", "GpuAssigned",
     "GpuStats", "LaunchSubmitted", "Log", "MlflowCalled", "MlflowRun", "ModelDirUnshared", "ModelExported",
-    "NodeEvent", "Pace", "ProfileCaptured", "Registered", "RunFinished", "RunStateChanged", "Step", "SystemStats",
+    "NodeEvent", "NodeMemory", "Pace", "ProfileCaptured", "Registered", "RunFinished", "RunStateChanged", "Step", "SystemStats",
     "TaskState", "TensorBoardStarted",
 ]

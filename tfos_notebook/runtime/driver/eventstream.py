@@ -8,7 +8,7 @@ import threading
 from collections import deque
 from collections.abc import Callable
 
-from .eventtypes import Event, Log, MlflowCalled, Pace, Step, SystemStats
+from .eventtypes import Event, GpuStats, Log, MlflowCalled, NodeMemory, Pace, Step, SystemStats
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +24,7 @@ class EventStream:
     """A thread-safe, replayable stream of events with subscribers.
 
     State events are all kept; log lines are kept up to ``max_logs``, and steps (with the paces),
-    system samples and relayed MLflow calls up to ``max_steps`` each (the oldest dropped), so a
+    system samples, relayed MLflow calls and the nodes' GPU and memory readings up to ``max_steps`` each (the oldest dropped), so a
     chatty run cannot grow the driver's memory without bound.
     Subscribers see every event as it is published; they are called on the publishing thread and
     must be quick; an exception in one is logged and cannot break the run.
@@ -36,6 +36,7 @@ class EventStream:
         self._logs: deque[Log] = deque(maxlen=max_logs)
         self._steps: deque[Step | Pace] = deque(maxlen=max_steps)
         self._samples: deque[Event] = deque(maxlen=max_steps)  # SystemStats, MlflowCalled
+        self._gauges: deque[Event] = deque(maxlen=max_steps)  # GpuStats, NodeMemory: each node's, every few seconds
         self._subscribers: list[Callable[[Event], None]] = []
         self._changed = threading.Condition(self._lock)
 
@@ -47,6 +48,8 @@ class EventStream:
                 self._steps.append(event)
             elif isinstance(event, (SystemStats, MlflowCalled)):
                 self._samples.append(event)
+            elif isinstance(event, (GpuStats, NodeMemory)):
+                self._gauges.append(event)
             else:
                 self._events.append(event)
             subscribers = list(self._subscribers)
@@ -82,7 +85,7 @@ class EventStream:
 
     def _merged(self) -> list[Event]:
         """Every kept event in time order (the lock held)."""
-        return sorted([*self._events, *self._logs, *self._steps, *self._samples], key=lambda e: e.t)
+        return sorted([*self._events, *self._logs, *self._steps, *self._samples, *self._gauges], key=lambda e: e.t)
 
     def wait_for(self, predicate: Callable[[list[Event]], bool], timeout: float | None = None) -> bool:
         """Block until ``predicate(state events)`` (neither logs nor steps) is true or ``timeout`` passes."""

@@ -74,6 +74,19 @@ class GpuStats(NodeEvent):
 
 
 @dataclass(frozen=True)
+class NodeMemory(NodeEvent):
+    """A node's process (with what it started) and its host's memory, in MiB, as its memory guard
+    read them (every second) on ``host``: resident memory, the host's available and total memory, and
+    the process's cap (0: none)."""
+
+    host: str
+    rss_mib: float
+    host_available_mib: float
+    host_total_mib: float
+    cap_mib: float = 0.0
+
+
+@dataclass(frozen=True)
 class SystemStats(NodeEvent):
     """A node's host as psutil read it (sent every few seconds while the run is logged to MLflow):
     CPU utilisation and memory use, as MLflow's system metrics name them."""

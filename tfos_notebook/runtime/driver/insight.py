@@ -1,5 +1,6 @@
 """How a run goes, from its nodes' ``Pace`` events: progress, throughput, ETA, and the findings
-about nodes that hold the run back (stragglers) or wait for their data (input-bound).
+about nodes that hold the run back (stragglers) or wait for their data (input-bound); and, from
+their ``NodeMemory`` events, about nodes whose memory grows toward its limit (``memoryfindings.py``).
 
 A :class:`PaceBoard` folds the ``Pace`` events (the nodes measure; the driver only adds up) and
 answers :meth:`PaceBoard.progress`; the monitor, the text lines and the runs registry each keep
@@ -10,12 +11,14 @@ tracker: it publishes the findings of ``pacefindings.py`` once per node. Pure Py
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .events import Event, EventStream, LaunchSubmitted, Pace
+from .events import Event, EventStream, LaunchSubmitted, NodeMemory, Pace
 from .finding import Finding
+from .memoryfindings import MemoryBoard
 from .pacefindings import WINDOW_REPORTS, NodeWindow, input_bound_findings, straggler_findings
 
 RECENT_REPORTS = WINDOW_REPORTS  # the reports (about seconds) the current rates are taken over
@@ -145,11 +148,13 @@ class PaceBoard:
 
 
 class Insight:
-    """The run's consumer of its own ``Pace`` events: ``progress()`` on demand, and each
-    straggler or input-bound finding published once per node and kind through ``publish``."""
+    """The run's consumer of its own ``Pace`` and ``NodeMemory`` events: ``progress()`` on
+    demand, and each straggler, input-bound or growing-memory finding published once per node and
+    kind through ``publish``."""
 
     def __init__(self, events: EventStream, publish: Callable[[list[Finding]], None]) -> None:
         self.board = PaceBoard()
+        self.memory = MemoryBoard()
         self._publish = publish
         self._lock = threading.Lock()
         self._raised: set[tuple[str, str]] = set()  # (code, node): the numbers in a finding move, the news does not
@@ -163,10 +168,16 @@ class Insight:
         if isinstance(e, LaunchSubmitted) and e.attempt:
             with self._lock:
                 self.board.reset()
-        elif isinstance(e, Pace):
+                self.memory.reset()
+        elif isinstance(e, (Pace, NodeMemory)):
             with self._lock:
-                self.board.add(e)
-                new = [f for f in self.board.findings() if (f.code, f.subject) not in self._raised]
+                if isinstance(e, Pace):
+                    self.board.add(e)
+                    found = self.board.findings()
+                else:
+                    self.memory.add(e, time.monotonic())
+                    found = self.memory.findings()
+                new = [f for f in found if (f.code, f.subject) not in self._raised]
                 self._raised.update((f.code, f.subject) for f in new)
             if new:
                 self._publish(new)

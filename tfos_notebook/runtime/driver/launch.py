@@ -112,6 +112,11 @@ class Run:
             experiment's name, False (not logged), or None: as the ``TFOS_MLFLOW`` environment
             variable says (``on``, ``off``, or ``auto``, the default: logged on Databricks, where
             MLflow autologging is the platform's default). ``tracking`` is the logger once started.
+        memory_limit_mb: the resident memory (MiB) each node's process, with what it starts, may
+            reach before its memory guard stops it and the run fails with the reason (relaunched
+            once: see ``runtime/node/memguard.py``). 0 (default): Spark's own
+            ``spark.executor.pyspark.memory`` where set, else no cap; every node is stopped anyway
+            when it grows while its host runs out of memory.
     """
 
     def __init__(self, sc, main_fun, args: Any, num_nodes: int, *, num_ps: int = 0,
@@ -121,7 +126,7 @@ class Run:
                  env: dict[str, str] | None = None, legacy_keras: bool | None = None, name: str | None = None,
                  preflight_wait: float = 30.0, stop_grace_secs: float = 5.0, retries: int = 2,
                  input_mode: str = "tensorflow", feed_buffer_mb: float = 64, independent: bool = False,
-                 release_port: bool = True, mlflow: bool | str | None = None) -> None:
+                 release_port: bool = True, mlflow: bool | str | None = None, memory_limit_mb: float = 0) -> None:
         if not callable(main_fun):
             raise ConfigError(f"main_fun must be a function taking (args, ctx), got {type(main_fun).__name__}")
         refuse_keras3_for_tf_keras(main_fun, args, uses_legacy_keras(legacy_keras, env or {}, {}))
@@ -148,6 +153,9 @@ class Run:
         self.legacy_keras = legacy_keras
         self.preflight_wait = preflight_wait
         self.release_port = release_port
+        if memory_limit_mb < 0:
+            raise ConfigError(f"memory_limit_mb must be 0 (no cap) or a number of MiB, got {memory_limit_mb!r}")
+        self.memory_limit_mb = float(memory_limit_mb)
         self.events = EventStream()
         self.lifecycle = Lifecycle(self.run_id, self.events)
         self._lock = self.lifecycle.lock
@@ -259,7 +267,7 @@ class Run:
             gpu_counts=self.gpu_counts,
             feed_buffer_bytes=self.feed_buffer_bytes, instage=self.instage.spec if self.instage else None,
             release_port=self.release_port,
-            mlflow=self.tracking is not None, preimport=self.preimport,
+            mlflow=self.tracking is not None, preimport=self.preimport, memory_limit_mb=self.memory_limit_mb,
         )
 
     def _job(self, attempt: int) -> Callable[[], Any]:

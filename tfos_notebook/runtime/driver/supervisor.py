@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..wire import messages as m
 from ..wire.filetail import Chunk
+from ..wire.plan import node_name
 from ..wire.states import NodeState
 from ..wire.timeouts import Deadline
 from ..wire.versions import tensorflow_too_old
@@ -34,6 +35,7 @@ from .events import LaunchSubmitted, ModelDirUnshared
 from .finding import Finding, blockers
 from .heartbeat import Heartbeat
 from .lifecycle import RunState
+from .memoryfindings import MEMORY_REMEDY
 from .nodefindings import unshared_finding
 from .noderecord import NodeRecord
 from .reservation import WATCH_INTERVAL, Reservation
@@ -79,6 +81,7 @@ class Supervisor:
         self._ending_since: float | None = None  # when the current attempt began to wind down
         self._foreground_done_at: float | None = None
         self._settling = False
+        self._memory_failures: list[str] = []  # each attempt that ended because a node ran out of memory
         self.heartbeat = Heartbeat(self.lock, diagnosis, self.abort)
         self.reservation = Reservation(name, roles, lifecycle=lifecycle, backend=backend, diagnosis=diagnosis,
                                        limits=limits, abort=self.abort)
@@ -219,11 +222,15 @@ class Supervisor:
     # -- ending an attempt ---------------------------------------------------------------------
     def abort(self, error: NodeError | LaunchError, retryable: bool = False) -> None:
         """End this attempt: tell every node to stop; the job is cancelled if it lingers. A lost
-        node (``retryable``) with retries left relaunches; anything else fails the run."""
+        node (``retryable``) with retries left relaunches; so does a node out of memory, once (the
+        host may have been crowded by something else; a second time, the run's own memory is to
+        blame); anything else fails the run."""
         with self.lock:
             attempt, retries = self.lifecycle.attempt, self.limits.retries
             if self.state.ending:
                 return  # the first outcome stands
+            if isinstance(error, NodeError) and error.cause == "memory":
+                error, retryable = self._out_of_memory(error, attempt, retryable and attempt < retries)
             if retryable and attempt < retries:
                 self.diagnosis.publish([Finding(
                     code="node_lost_retrying",
@@ -243,6 +250,28 @@ class Supervisor:
             self._ending_since = time.monotonic()
         # a node failed: where the others were goes to their logs (a launch that timed out: no function ran)
         self.coord.broadcast(m.Stop(stacks=isinstance(error, NodeError)))
+
+    def _out_of_memory(self, error: NodeError, attempt: int, relaunch: bool) -> tuple[NodeError, bool]:
+        """A node of ``attempt`` ran out of memory: the finding that says so, and whether the run
+        relaunches (once: not when an earlier attempt ended so too). Returns the error the run
+        fails with, should it, and whether it is retried."""
+        why = error.traceback_text.strip().splitlines()[0] if error.traceback_text.strip() else "out of memory"
+        self._memory_failures.append(f"attempt {attempt + 1}: {node_name(error.role, error.index)} on {error.host}: "
+                                     f"{why}")
+        again = len(self._memory_failures) > 1
+        relaunch = relaunch and not again
+        self.diagnosis.publish([Finding(
+            code="node_out_of_memory",
+            cause=f"{node_name(error.role, error.index)} ran out of memory"
+                  + ("; relaunching the run once" if relaunch else
+                     ", again: not relaunched, it would run out the same way" if again else ""),
+            evidence=tuple(self._memory_failures), remedy=MEMORY_REMEDY,
+            severity="warning" if relaunch else "blocker")])
+        if again:
+            error = NodeError(error.role, error.index, error.host,
+                              error.traceback_text + "\nout of memory in each attempt:\n  "
+                              + "\n  ".join(self._memory_failures), error.exit_code, error.findings, error.cause)
+        return error, relaunch
 
     def request_stop(self) -> None:
         """Stop the run (``Run.stop``): unless it is already ending, every node is told to stop."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import pickle
 import queue
+import re
 import signal
 import threading
 import time
@@ -22,8 +23,13 @@ log = logging.getLogger(__name__)
 MAX_RESULT_BYTES = 32 << 20
 
 
-def result_message(outcome: tuple | None, exit_code: int, stopped: bool) -> m.Result:
-    """The ``Result`` for the child's outcome (``("ok", value_bytes, encoding, type_name)`` or ``("error", tb)``)."""
+# Tracebacks of a process that ran out of memory by itself (Python's, C++'s, an address-space limit's)
+OUT_OF_MEMORY = re.compile(r"^(MemoryError\b|.*std::bad_alloc|.*Cannot allocate memory)", re.MULTILINE)
+
+
+def result_message(outcome: tuple | None, exit_code: int, stopped: bool, memory: str = "") -> m.Result:
+    """The ``Result`` for the child's outcome (``("ok", value_bytes, encoding, type_name)`` or ``("error", tb)``);
+    ``memory``: why the node's memory guard, or the kernel, ended the process, if either did."""
     if stopped:
         return m.Result(ok=False, stopped=True, exit_code=exit_code)
     if outcome and outcome[0] == "ok":
@@ -34,9 +40,12 @@ def result_message(outcome: tuple | None, exit_code: int, stopped: bool) -> m.Re
                                       "can travel back to the driver: write large results to storage instead")
         return m.Result(ok=True, value=value, encoding=outcome[2], value_type=outcome[3], exit_code=exit_code)
     tb = outcome[1] if outcome else ""
+    if memory:
+        return m.Result(ok=False, traceback=f"MemoryError: the node's process was stopped: {memory}\n{tb}".rstrip(),
+                        exit_code=exit_code, cause="memory")
     if not tb and exit_code < 0:
         tb = f"the process was killed by signal {signal.Signals(-exit_code).name}"
-    return m.Result(ok=False, traceback=tb, exit_code=exit_code)
+    return m.Result(ok=False, traceback=tb, exit_code=exit_code, cause="memory" if OUT_OF_MEMORY.search(tb) else "")
 
 
 class Orders:

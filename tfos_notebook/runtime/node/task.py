@@ -36,6 +36,7 @@ from .export import DEFAULT_FS_ENV, WORKING_DIR_ENV
 from .feed.localfeed import LocalFeed
 from .gpusampler import GpuSampler, SystemSampler
 from .logship import LogShipper
+from .memguard import MemoryGuard, memory_stop, node_cap
 from .nodelink import Orders, read_result, report_leftovers, result_message
 from .nodeproc import ChildOrders, ChildOutput, hand_over_port, serve_feed, start_child
 
@@ -140,12 +141,13 @@ def run_started(node: _Node, local_feed: LocalFeed | None = None) -> dict:
             node.conn.send(m.encode(m.Result(ok=False, traceback=f"{type(e).__name__}: {e}")))
             return {"task": task, "outcome": "error"}
         node.start_function(reply, log_dir, model_dir)
-        samplers = [GpuSampler(node.conn, node.devices).start(),
+        guard = MemoryGuard(node.conn, node.proc, *node_cap(plan.memory_limit_mb))
+        samplers = [guard.start(), GpuSampler(node.conn, node.devices).start(),
                     *([SystemSampler(node.conn).start()] if plan.mlflow else [])]
         try:
             return _supervise(plan, task, node.proc, node.output, node.child_orders, node.result_path, node.orders,
                               log_dir if ship_logs else None, os.path.join(node.workdir, "profile"),
-                              node.reporter, node.ended)
+                              node.reporter, node.ended, guard)
         finally:
             for sampler in samplers:
                 sampler.stop()
@@ -285,10 +287,10 @@ class _Node:
 
 def _supervise(plan: NodePlan, task: int, proc: subprocess.Popen, output: ChildOutput, child_orders: ChildOrders,
                result_path: str, orders: Orders, ship_dir: str | None, profile_dir: str,
-               reporter: threading.Thread, ended: threading.Event) -> dict:
+               reporter: threading.Thread, ended: threading.Event, guard: MemoryGuard) -> dict:
     """Forward the child's output, progress, (from ``ship_dir``) event files and profiles, obey
     stop and profile orders, and report its outcome (setting ``ended`` once the child's process
-    ended)."""
+    ended; out of memory where ``guard`` stopped it or the kernel's OOM killer ended it)."""
     conn = orders.conn
     os.makedirs(profile_dir, exist_ok=True)
     shipper = LogShipper(conn, {m.PROFILE_AREA: profile_dir, **({"": ship_dir} if ship_dir else {})}).start()
@@ -328,7 +330,7 @@ def _supervise(plan: NodePlan, task: int, proc: subprocess.Popen, output: ChildO
     watcher.join()
     output.close()  # every output line reaches the driver before the result
     shipper.close()  # every event-file byte reaches the driver before the result
-    msg = result_message(read_result(result_path), exit_code, stopped.is_set())
+    msg = result_message(read_result(result_path), exit_code, stopped.is_set(), memory_stop(guard, exit_code))
     reporter.join(10)  # the leftover report goes out before the result closes the node's account
     try:
         conn.send(m.encode(msg))

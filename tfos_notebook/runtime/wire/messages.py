@@ -33,6 +33,7 @@ from .reports import (
     GpuReport,
     Leftovers,
     Logs,
+    MemoryReport,
     MlflowCalls,
     ModelExport,
     NodeQuery,
@@ -56,7 +57,7 @@ DRIVER_SILENT_SECS = 30.0
 
 __all__ = [
     "Cluster", "DRIVER_SILENT_SECS", "FeedReport", "FeedServing", "Files", "FilesResend", "FilesRewind",
-    "GpuReport", "HEARTBEAT_SECS", "Leftovers", "Logs", "Message", "MlflowCalls", "ModelExport",
+    "GpuReport", "HEARTBEAT_SECS", "Leftovers", "Logs", "MemoryReport", "Message", "MlflowCalls", "ModelExport",
     "NODE_SILENT_SECS", "NodeAnswer", "NodeQuery", "NodeStateReport", "PROFILE_AREA", "PaceReport", "Ping",
     "Pong", "Profile", "ProfileDone", "Register", "Result", "StepReport", "Stop", "SystemReport", "decode",
     "encode", "from_json", "to_json",

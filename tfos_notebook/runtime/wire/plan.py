@@ -74,6 +74,7 @@ class NodePlan:
     instage: InStage | None = None  # each node's own task feeds it its partition
     gpu_counts: tuple[int, ...] = ()  # by task: how many of its task's GPUs each node uses (empty: all)
     mlflow: bool = False  # the run is logged to MLflow: nodes relay their MLflow calls, sample CPU and memory
+    memory_limit_mb: float = 0.0  # > 0: each node's memory guard stops its process past this resident memory
     preimport: tuple[str, ...] = ()  # modules each node's process imports while the cluster forms (driver/preimport.py)
 
     def __call__(self, task: int, gpus: list[str]) -> dict:  # the barrier task's body (SparkBackend.barrier)

@@ -175,6 +175,26 @@ class GpuReport(Message):
     CHECKS = {"gpus": c.seq(c.record(GPU_FIELDS))}
 
 
+def host_floor_mib(total_mib: float) -> float:
+    """A host's available memory (MiB) below which a growing node is stopped (``node/memguard.py``),
+    and toward which the driver's ``memory_growing`` finding counts."""
+    return max(total_mib / 20, 256.0)
+
+
+@message
+class MemoryReport(Message):
+    """The node's process (with what it started) and its host's memory, as the node's memory guard
+    reads them (MiB): the process's resident memory, the host's available and total memory, and the
+    cap the guard holds it to (0: none). Sent every second or two, whatever else the run does."""
+
+    TYPE = "memory"
+    rss_mib: float
+    host_available_mib: float
+    host_total_mib: float
+    cap_mib: float = 0.0
+    CHECKS = {"rss_mib": c.number, "host_available_mib": c.number, "host_total_mib": c.number, "cap_mib": c.number}
+
+
 @message
 class SystemReport(Message):
     """The node's host as psutil reads it, as MLflow's system metrics do: CPU utilisation
@@ -247,7 +267,8 @@ class Result(Message):
     stopped: bool = False
     traceback: str = ""
     encoding: str = "pickle"
+    cause: str = ""  # what ended the process when it was not its function: "memory"
     CHECKS = {"ok": c.boolean, "exit_code": c.opt_integer, "value": c.opt_blob, "value_type": c.string,
-              "stopped": c.boolean, "traceback": c.string, "encoding": c.string}
+              "stopped": c.boolean, "traceback": c.string, "encoding": c.string, "cause": c.string}
 
 

@@ -1,0 +1,70 @@
+"""Findings about nodes' memory, from their memory guards' reports (``NodeMemory`` events): a node
+whose process keeps growing is named, with its rate and when it will reach its cap or run its
+host out of memory, while there is still time to act. Pure Python, no Spark; ``insight.Insight``
+feeds it and publishes what it finds, once per node.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from ..wire.reports import host_floor_mib
+from .eventtypes import NodeMemory
+from .finding import Finding
+
+TREND_SECS = 10.0  # the growth is judged over this much of the latest reports, at least
+GROWING_MIB_PER_SEC = 8.0  # slower than this is not news
+WARN_WITHIN_SECS = 300.0  # named when the cap or the host's floor is this close at the current rate
+
+MEMORY_REMEDY = ("find what the function keeps: a dataset cached in memory (.cache() with no file) or "
+                 "materialised whole, a list of batches or results that grows each step, MLflow autologging "
+                 "a repeated dataset on every epoch (mlflow/mlflow#9600: mlflow.autolog(log_datasets=False)); "
+                 "or give the node more room (memory_limit_mb / --memory-limit, the executors' memory)")
+
+
+class MemoryBoard:
+    """The ``NodeMemory`` reports of one attempt, per node, over the last ``TREND_SECS`` and more."""
+
+    def __init__(self) -> None:
+        self._nodes: dict[int, deque[tuple[float, NodeMemory]]] = {}
+
+    def add(self, e: NodeMemory, now: float) -> None:
+        window = self._nodes.setdefault(e.task, deque())
+        window.append((now, e))
+        while len(window) > 2 and now - window[1][0] >= 3 * TREND_SECS:
+            window.popleft()
+
+    def reset(self) -> None:
+        self._nodes.clear()
+
+    def findings(self) -> list[Finding]:
+        return [f for window in self._nodes.values() if (f := growing(window)) is not None]
+
+
+def growing(window: deque[tuple[float, NodeMemory]]) -> Finding | None:
+    """The finding for a node whose reports in ``window`` ((time, report), oldest first) grow fast
+    enough to reach its cap, or its host's floor, within ``WARN_WITHIN_SECS``; None otherwise."""
+    (t0, first), (t1, last) = window[0], window[-1]
+    secs = t1 - t0
+    if secs < TREND_SECS:
+        return None
+    rate = (last.rss_mib - first.rss_mib) / secs
+    if rate < GROWING_MIB_PER_SEC:
+        return None
+    floor = host_floor_mib(last.host_total_mib)
+    host_room = last.host_available_mib - floor
+    limits = [(host_room / rate, f"its host's available memory ({last.host_available_mib:,.0f} MiB of "
+                                 f"{last.host_total_mib:,.0f} MiB) falls to the {floor:,.0f} MiB kept free")]
+    if last.cap_mib:
+        limits.append(((last.cap_mib - last.rss_mib) / rate, f"it reaches its cap of {last.cap_mib:,.0f} MiB"))
+    eta, what = min(limits)
+    if eta > WARN_WITHIN_SECS:
+        return None
+    name = last.name
+    return Finding(
+        code="memory_growing",
+        cause=f"{name}'s memory grows by {rate:,.0f} MiB/s: {what} in about {max(eta, 0):,.0f} s, and then "
+              "its process is stopped",
+        evidence=(f"{name} on {last.host}: {first.rss_mib:,.0f} MiB -> {last.rss_mib:,.0f} MiB resident "
+                  f"in {secs:,.0f} s",),
+        remedy=MEMORY_REMEDY, severity="warning", subject=name)
