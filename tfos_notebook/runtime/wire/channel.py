@@ -89,6 +89,7 @@ class FrameMac:
         self.seq += 1
         return mac.digest()
 
+
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_FRAME = 64 << 20
