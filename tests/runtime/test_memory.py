@@ -54,24 +54,39 @@ def test_a_result_says_out_of_memory_for_the_guard_the_kernel_or_the_processs_ow
     assert result_message(None, -9, True, "ignored: the driver stopped it").stopped
 
 
-def reading(t: float, rss: float, available: float = 12 * GIB, cap: float = 0.0) -> tuple[float, NodeMemory]:
-    return t, NodeMemory("r", task=0, role="chief", index=0, host="h1", rss_mib=rss, host_available_mib=available,
-                         host_total_mib=16 * GIB, cap_mib=cap)
+def readings(rss: list[float], available: float = 12 * GIB, cap: float = 0.0) -> deque:
+    """One reading a second, of the resident memory ``rss`` in turn."""
+    return deque((float(t), NodeMemory("r", task=0, role="chief", index=0, host="h1", rss_mib=m,
+                                       host_available_mib=available, host_total_mib=16 * GIB, cap_mib=cap))
+                 for t, m in enumerate(rss))
 
 
-def test_a_node_growing_toward_its_cap_or_its_hosts_floor_is_named_with_its_rate_and_time_left():
-    assert growing(deque([reading(0, 500), reading(5, 1000)])) is None  # not 10 s of readings yet
-    assert growing(deque([reading(0, 500), reading(10, 560)])) is None  # 6 MiB/s: not news
-    assert growing(deque([reading(0, 500), reading(10, 800)])) is None  # 30 MiB/s: six minutes of host left
-    f = growing(deque([reading(0, 500), reading(10, 1500, cap=4000)]))
+def steady(start: float, rate: float, secs: int = 10) -> list[float]:
+    return [start + rate * t for t in range(secs + 1)]
+
+
+def test_a_node_growing_steadily_toward_its_cap_or_its_hosts_floor_is_named_with_its_rate_and_time_left():
+    assert growing(readings(steady(500, 100, secs=5))) is None  # not 10 s of readings yet
+    assert growing(readings(steady(500, 10))) is None  # 10 MiB/s: not news
+    assert growing(readings(steady(500, 30))) is None  # 30 MiB/s: six minutes of host left
+    f = growing(readings(steady(500, 100), cap=4000))
     assert f.code == "memory_growing" and f.subject == "chief:0" and f.severity == "warning"
     assert f.cause == ("chief:0's memory grows by 100 MiB/s: it reaches its cap of 4,000 MiB in about 25 s, "
                        "and then its process is stopped")
     assert f.evidence == ("chief:0 on h1: 500 MiB -> 1,500 MiB resident in 10 s",)
     assert "mlflow.autolog(log_datasets=False)" in f.remedy and "--memory-limit" in f.remedy
-    host = growing(deque([reading(0, 500), reading(10, 1500, available=4000)]))
+    host = growing(readings(steady(500, 100), available=4000))
     assert "its host's available memory (4,000 MiB of 16,384 MiB) falls to the 819 MiB kept free in about 32 s" \
         in host.cause
+    flat_then_leak = [500.0] * 6 + steady(500, 100, secs=6)[1:]
+    assert growing(readings(flat_then_leak, cap=4000)) is not None  # a leak that starts late is named too
+
+
+def test_a_node_starting_up_fast_then_slower_is_not_named():
+    # a TensorFlow node's start-up as read on this machine: fast, then slower (MiB, a second apart)
+    start_up = [178, 376, 431, 502, 611, 655, 705, 726, 780, 796, 818, 822, 827]
+    assert growing(readings(start_up, available=2500, cap=1000)) is None
+    assert growing(readings(start_up[:11], available=2500)) is None
 
 
 def grow_without_bound(args, ctx):
@@ -121,3 +136,19 @@ def test_a_node_allocating_without_bound_is_named_stopped_at_its_cap_and_relaunc
     assert readings and max(r.rss_mib for r in readings) < 900 + 200  # stopped within a reading or two
     assert lowest[0] > 1 << 30  # the machine kept more than a GiB free throughout
     assert run.backend.sc.parallelize(range(4), 2).count() == 4  # the session survives
+
+
+def fail_for_memory(args, ctx):
+    raise MemoryError("no room for the batch")  # what Python raises when an allocation fails
+
+
+def test_a_node_that_dies_of_its_own_memoryerror_is_out_of_memory_and_relaunched_once(local_spark):
+    run = Run(local_spark, fail_for_memory, {}, 1, retries=3).start()
+    with pytest.raises(NodeError) as failed:
+        run.wait(180)
+    assert failed.value.cause == "memory"
+    assert [e.attempt for e in run.events.events(LaunchSubmitted)] == [0, 1]
+    [first, last] = [e.finding for e in run.events.events(FindingRaised) if e.finding.code == "node_out_of_memory"]
+    assert first.severity == "warning" and last.severity == "blocker"
+    assert last.evidence[0].startswith("attempt 1: chief:0 on ") and last.evidence[0].endswith(
+        ": MemoryError: no room for the batch")

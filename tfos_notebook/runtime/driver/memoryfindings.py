@@ -6,6 +6,7 @@ feeds it and publishes what it finds, once per node.
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 
 from ..wire.reports import host_floor_mib
@@ -13,7 +14,8 @@ from .eventtypes import NodeMemory
 from .finding import Finding
 
 TREND_SECS = 10.0  # the growth is judged over this much of the latest reports, at least
-GROWING_MIB_PER_SEC = 8.0  # slower than this is not news
+GROWING_MIB_PER_SEC = 16.0  # slower than this is not news
+STEADY = 0.75  # the latest growth keeps this share of the pace before it, at least
 WARN_WITHIN_SECS = 300.0  # named when the cap or the host's floor is this close at the current rate
 
 MEMORY_REMEDY = ("find what the function keeps: a dataset cached in memory (.cache() with no file) or "
@@ -42,14 +44,25 @@ class MemoryBoard:
 
 
 def growing(window: deque[tuple[float, NodeMemory]]) -> Finding | None:
-    """The finding for a node whose reports in ``window`` ((time, report), oldest first) grow fast
-    enough to reach its cap, or its host's floor, within ``WARN_WITHIN_SECS``; None otherwise."""
+    """The finding for a node whose reports in ``window`` ((time, report), oldest first) grow
+    steadily and fast enough to reach its cap, or its host's floor, within ``WARN_WITHIN_SECS``;
+    None otherwise.
+
+    Steadily: the window (``TREND_SECS`` at least) is cut in thirds by time, and the last third
+    grows at ``GROWING_MIB_PER_SEC`` or more, the middle one at half that at least, and the last
+    no slower than ``STEADY`` of the faster before it. A node's start-up (TensorFlow's import,
+    the model, the first trace) grows fast and then slower, and is not named; a leak keeps its
+    pace, or speeds up, and is. The time left is reckoned at the last third's rate.
+    """
     (t0, first), (t1, last) = window[0], window[-1]
     secs = t1 - t0
-    if secs < TREND_SECS:
+    if secs < TREND_SECS or len(window) < 4:
         return None
-    rate = (last.rss_mib - first.rss_mib) / secs
-    if rate < GROWING_MIB_PER_SEC:
+    marks = [window[0], *(next(p for p in window if p[0] >= t0 + secs * k / 3) for k in (1, 2)), window[-1]]
+    rates = [(rb.rss_mib - ra.rss_mib) / (tb - ta) if tb > ta else 0.0
+             for (ta, ra), (tb, rb) in itertools.pairwise(marks)]
+    rate = rates[2]
+    if rate < GROWING_MIB_PER_SEC or rates[1] < GROWING_MIB_PER_SEC / 2 or rate < STEADY * max(rates[:2]):
         return None
     floor = host_floor_mib(last.host_total_mib)
     host_room = last.host_available_mib - floor

@@ -255,7 +255,8 @@ class Supervisor:
         """A node of ``attempt`` ran out of memory: the finding that says so, and whether the run
         relaunches (once: not when an earlier attempt ended so too). Returns the error the run
         fails with, should it, and whether it is retried."""
-        why = error.traceback_text.strip().splitlines()[0] if error.traceback_text.strip() else "out of memory"
+        lines = error.traceback_text.strip().splitlines()  # the guard's reason first, else a traceback's last line
+        why = lines[0] if lines and lines[0].startswith("MemoryError:") else lines[-1] if lines else "out of memory"
         self._memory_failures.append(f"attempt {attempt + 1}: {node_name(error.role, error.index)} on {error.host}: "
                                      f"{why}")
         again = len(self._memory_failures) > 1
