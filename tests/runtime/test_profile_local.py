@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import time
 import urllib.request
 
@@ -21,6 +22,8 @@ from tfos_notebook import ConfigError, Run
 from tfos_notebook.runtime.driver.events import FindingRaised, Log, Pace
 
 EPOCHS, STEPS, BATCH = 8, 20, 32
+# glibc's or the C++ runtime's abort inside TensorFlow's profiler, as a node's log shows it
+TENSORFLOW_ABORT = re.compile(r"terminate called after throwing an instance of|double free or corruption")
 
 
 def keras_digits(args, ctx):
@@ -84,7 +87,11 @@ def test_a_keras_run_shows_progress_and_eta_and_a_profile_lands_one_trace_per_no
         result = run.profile(seconds=2)
         took = time.monotonic() - began
         if not result.ok:
-            print("\n".join(f"{e.role}:{e.index} {e.line}" for e in run.events.events(Log)))
+            lines = [f"{e.role}:{e.index} {e.line}" for e in run.events.events(Log)]
+            print("\n".join(lines))
+            aborted = [line for line in lines if TENSORFLOW_ABORT.search(line)]
+            if aborted:  # TensorFlow's own crash, not this project's: docs/insight.md, "Known problem"
+                pytest.xfail(f"TensorFlow aborted a node's process during the profile: {aborted[0]}")
         assert result.ok, result.failures
         # a ceiling against hanging (2 s of profile plus the traces' trip, typically 3-6 s; it was 12 s on a
         # busy machine): how long it takes is a benchmark's to say (docs/insight.md)
