@@ -175,8 +175,7 @@ class Insight:
                     self.board.add(e)
                     found = self.board.findings()
                 else:
-                    self.memory.add(e, time.monotonic())
-                    found = self.memory.findings()
+                    found = [f] if (f := self.memory.add(e, time.monotonic())) is not None else []
                 new = [f for f in found if (f.code, f.subject) not in self._raised]
                 self._raised.update((f.code, f.subject) for f in new)
             if new:

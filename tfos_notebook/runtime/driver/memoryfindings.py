@@ -30,17 +30,17 @@ class MemoryBoard:
     def __init__(self) -> None:
         self._nodes: dict[int, deque[tuple[float, NodeMemory]]] = {}
 
-    def add(self, e: NodeMemory, now: float) -> None:
+    def add(self, e: NodeMemory, now: float) -> Finding | None:
+        """Keep ``e``, read at ``now``; returns the finding about its node, if it grows so (only
+        the node that reported is judged again: the others' readings have not changed)."""
         window = self._nodes.setdefault(e.task, deque())
         window.append((now, e))
         while len(window) > 2 and now - window[1][0] >= 3 * TREND_SECS:
             window.popleft()
+        return growing(window)
 
     def reset(self) -> None:
         self._nodes.clear()
-
-    def findings(self) -> list[Finding]:
-        return [f for window in self._nodes.values() if (f := growing(window)) is not None]
 
 
 def growing(window: deque[tuple[float, NodeMemory]]) -> Finding | None:
