@@ -53,6 +53,7 @@ class TrainOptions:
         keras3: run ``tf.keras`` as Keras 3 on the nodes, not as tf-keras (which they run wherever
             it is installed: see ``Run``'s ``legacy_keras``).
         memory_limit: MiB of resident memory each node may reach (``Run``'s ``memory_limit_mb``).
+        min_workers, replacement_grace: how a relaunch may shrink (``Run``'s of the same names).
     """
 
     workers: int = 2
@@ -73,6 +74,8 @@ class TrainOptions:
     mlflow: bool | str | None = None
     keras3: bool = False
     memory_limit: float = 0.0
+    min_workers: int | None = None
+    replacement_grace: float = 60.0
 
     @property
     def num_nodes(self) -> int:
@@ -161,7 +164,8 @@ def train(body: str, options: TrainOptions, user_ns: MutableMapping[str, Any], *
               eval_node=options.evaluator, log_dir=options.logdir, model_dir=options.model_dir,
               reservation_timeout=options.reservation_timeout, gpus_per_node=options.gpus, name=options.name,
               input_mode=options.input_mode, mlflow=options.mlflow, legacy_keras=False if options.keras3 else None,
-              memory_limit_mb=options.memory_limit)
+              memory_limit_mb=options.memory_limit, min_workers=options.min_workers,
+              replacement_grace=options.replacement_grace)
     run.start(data, options.epochs)  # with data, each node is fed its share by its own task (in-stage)
     handle = TrainRun(run, cell, monitor, OutputTarget(shell))
     if options.tensorboard:

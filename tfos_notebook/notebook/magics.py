@@ -71,6 +71,13 @@ class TFOSMagics(Magics):
               help="resident memory (MiB) each node's process may reach before it is stopped with the reason "
                    "(default: spark.executor.pyspark.memory where set, else none; a node that grows while its "
                    "host runs out of memory is stopped anyway)")
+    @argument("--min-workers", type=int, default=None, metavar="N",
+              help="after an executor decommissions (a spot node taken away) the run resumes from the checkpoint "
+                   "its nodes saved; with fewer free slots than nodes it may resume with as few as N training "
+                   "nodes (default: all of them, waiting for a replacement)")
+    @argument("--replacement-grace", type=float, default=60.0, metavar="SECS",
+              help="how long a relaunch waits for a replacement executor before it shrinks to --min-workers "
+                   "(default 60)")
     @argument("--no-tensorboard", dest="tensorboard", action="store_false",
               help="start no TensorBoard for the run (by default one starts with it, shown in the monitor, "
                    "and stays up until %%tfos_tensorboard RUN --stop or the kernel exits)")

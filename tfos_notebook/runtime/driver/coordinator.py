@@ -143,6 +143,8 @@ class Coordinator:
             self._files(conn, node, msg)
         elif isinstance(msg, (m.FeedServing, m.FeedReport)):
             self.hooks.feed(node, msg)
+        elif isinstance(msg, (m.AtBoundary, m.SaveAtSeen, m.Saved)):
+            self.hooks.savepoint(node, msg)
         else:
             raise ChannelError(f"a node cannot send {msg.TYPE!r}")
 

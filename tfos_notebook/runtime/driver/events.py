@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from .eventstream import EventStream
 from .eventtypes import (
+    AttemptEnded,
+    CheckpointSaved,
     ClusterReady,
+    Decommissioning,
     EpochFed,
     Event,
     FeedPlanned,
@@ -38,7 +41,7 @@ from .eventtypes import (
 )
 
 __all__ = [
-    "ClusterReady", "EpochFed", "Event", "EventStream", "FeedPlanned", "FeedProgress", "FindingRaised", "GpuAssigned",
+    "AttemptEnded", "CheckpointSaved", "ClusterReady", "Decommissioning", "EpochFed", "Event", "EventStream", "FeedPlanned", "FeedProgress", "FindingRaised", "GpuAssigned",
     "GpuStats", "LaunchSubmitted", "Log", "MlflowCalled", "MlflowRun", "ModelDirUnshared", "ModelExported",
     "NodeEvent", "NodeMemory", "Pace", "ProfileCaptured", "Registered", "RunFinished", "RunStateChanged", "Step", "SystemStats",
     "TaskState", "TensorBoardStarted",

@@ -267,3 +267,37 @@ class MlflowRun(Event):
     url: str = ""
     error: str = ""
     complete: bool = False
+
+
+@dataclass(frozen=True)
+class Decommissioning(Event):
+    """Spark's executor ``executor_id`` on ``host``, which hosts ``nodes`` (``role:index``), is
+    decommissioning: the run saves a checkpoint (``runtime/driver/decommission.py``)."""
+
+    executor_id: str
+    host: str
+    nodes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CheckpointSaved(Event):
+    """Every training node of ``attempt`` saved the decommission checkpoint at the end of ``step``
+    (``path``: where the chief wrote it), ``seconds`` after the notice."""
+
+    attempt: int
+    step: int
+    path: str
+    seconds: float
+
+
+@dataclass(frozen=True)
+class AttemptEnded(Event):
+    """Attempt ``attempt`` of ``workers`` training nodes ended and the run is relaunched: ``cause``
+    is ``decommission`` (resumed from the checkpoint at ``step``), ``lost`` (a node was lost without
+    notice: resumed from the last periodic checkpoint) or ``memory``; ``detail`` says what happened."""
+
+    attempt: int
+    workers: int
+    cause: str
+    detail: str
+    step: int | None = None

@@ -23,7 +23,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ...tracking.settings import resolve as resolve_tracking
-from ..wire.plan import NodePlan
+from ..wire.plan import FOREGROUND_ROLES, NodePlan
 from ..wire.versions import uses_legacy_keras
 from .control import ControlPlane
 from .errors import ConfigError, PreflightError, RunStopped
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 
 
 @forward("limits", AttemptLimits, "reservation_timeout", "retries", "stop_grace_secs", "background_grace_secs",
-         "stall_secs", settable=True)
+         "stall_secs", "min_workers", "replacement_grace", settable=True)
 @forward("outcome", RunOutcome, "state", "attempt", "error", "done", "job_group", "cluster_spec", "nodes", "results",
          "result", "node_states", "diagnose", "wait_for_reservations", "wait", "started_at", "tracking")
 @forward("feeding", RunFeeding, "feeder", "instage", "predictions", "train", "inference", "end_feed")
@@ -117,6 +117,12 @@ class Run:
             once: see ``runtime/node/memguard.py``). 0 (default): Spark's own
             ``spark.executor.pyspark.memory`` where set, else no cap; every node is stopped anyway
             when it grows while its host runs out of memory.
+        min_workers: the fewest training nodes (chief and workers) a relaunch may run with. When an
+            executor decommissions (a spot node taken away) the nodes save a checkpoint at their
+            next step and the run is relaunched from it (not counted in ``retries``); a relaunch
+            that does not find the slots of every node within ``replacement_grace`` seconds runs
+            with as many training nodes as the free slots hold, down to ``min_workers``. None
+            (default): the run never shrinks.
     """
 
     def __init__(self, sc, main_fun, args: Any, num_nodes: int, *, num_ps: int = 0,
@@ -126,7 +132,8 @@ class Run:
                  env: dict[str, str] | None = None, legacy_keras: bool | None = None, name: str | None = None,
                  preflight_wait: float = 30.0, stop_grace_secs: float = 5.0, retries: int = 2,
                  input_mode: str = "tensorflow", feed_buffer_mb: float = 64, independent: bool = False,
-                 release_port: bool = True, mlflow: bool | str | None = None, memory_limit_mb: float = 0) -> None:
+                 release_port: bool = True, mlflow: bool | str | None = None, memory_limit_mb: float = 0,
+                 min_workers: int | None = None, replacement_grace: float = 60.0) -> None:
         if not callable(main_fun):
             raise ConfigError(f"main_fun must be a function taking (args, ctx), got {type(main_fun).__name__}")
         refuse_keras3_for_tf_keras(main_fun, args, uses_legacy_keras(legacy_keras, env or {}, {}))
@@ -145,8 +152,15 @@ class Run:
         self.name = name or self.run_id
         self.log_dir = run_log_dir(resolve_on_driver(log_dir), self.run_id)
         self.model_dir = resolve_on_driver(model_dir)
+        trainers = sum(1 for role, _ in self.roles if role in FOREGROUND_ROLES)
+        if min_workers is not None and not 1 <= min_workers <= trainers:
+            raise ConfigError(f"min_workers must be between 1 and the {trainers} training nodes (chief and workers), "
+                              f"got {min_workers}")
+        if replacement_grace < 0:
+            raise ConfigError(f"replacement_grace must be 0 or more seconds, got {replacement_grace!r}")
         self.limits = AttemptLimits(reservation_timeout=reservation_timeout, retries=retries,
-                                    stop_grace_secs=stop_grace_secs)
+                                    stop_grace_secs=stop_grace_secs, min_workers=min_workers or 0,
+                                    replacement_grace=replacement_grace)
         self.gpu_counts = node_gpu_counts(gpus_per_node, len(self.roles))
         self.gpus_per_node = max(self.gpu_counts, default=0)
         self.env = dict(env or {})

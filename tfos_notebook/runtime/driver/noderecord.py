@@ -51,6 +51,10 @@ class Hooks(Protocol):
 
     def feed(self, node: NodeRecord, msg: m.Message) -> None: ...
 
+    def savepoint(self, node: NodeRecord, msg: m.Message) -> None:
+        """A message of the decommission checkpoint (``AtBoundary``, ``SaveAtSeen``, ``Saved``);
+        called without the run's lock."""
+
     def model_dir_unseen(self, nodes: list[str]) -> None:
         """These nodes (``worker:1 on host (address)``) do not see the run's local model dir."""
 

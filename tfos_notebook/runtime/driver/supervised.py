@@ -27,6 +27,8 @@ class AttemptLimits:
     stop_grace_secs: float  # an ending attempt's job is cancelled this long (and a margin) after
     background_grace_secs: float = 0.0  # ps / evaluator nodes are stopped this long after the training nodes
     stall_secs: float = 3.0  # no registration for this long -> diagnose and show findings
+    min_workers: int = 0  # a relaunch may shrink the training nodes to this many (0: never shrinks)
+    replacement_grace: float = 60.0  # a relaunch waits this long for the slots of every node before it shrinks
 
 
 class FeedHandler(Protocol):

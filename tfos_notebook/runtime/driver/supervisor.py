@@ -3,9 +3,12 @@
 A :class:`Supervisor` owns one thread per run, which submits an attempt's barrier job through the
 Spark backend and watches it until it ends: it diagnoses a stalled reservation and fails it at the
 timeout, stops ps / evaluator nodes once the training nodes are done, and cancels a job that
-outlives its attempt's end by more than the stop grace. It is also the coordinator's
+outlives its attempt's end by more than the stop grace, and turns an executor's decommission
+notice into a checkpoint (``decommission.py``). It is also the coordinator's
 :class:`~.coordinator.Hooks`: a node that fails or is lost ends the attempt (relaunching the run
-while retries are left), and when the last job ends it settles the run's outcome.
+while retries are left), so does the decommission checkpoint once saved (relaunching from it, at
+the size the cluster still has: :meth:`Supervisor._resize`), and when the last job ends it settles
+the run's outcome.
 """
 
 from __future__ import annotations
@@ -18,12 +21,13 @@ from typing import TYPE_CHECKING, Any
 
 from ..wire import messages as m
 from ..wire.filetail import Chunk
-from ..wire.plan import node_name
+from ..wire.plan import FOREGROUND_ROLES, node_name
 from ..wire.states import NodeState
 from ..wire.timeouts import Deadline
 from ..wire.versions import tensorflow_too_old
 from ..wire.watchdog import WATCHDOG_SECS as CHILD_WATCHDOG_SECS
 from .coordinator import BACKGROUND_ROLES, Coordinator
+from .decommission import Decommission
 from .errors import (
     ChannelError,
     LaunchError,
@@ -31,7 +35,7 @@ from .errors import (
     RunStopped,
     SparkJobError,
 )
-from .events import LaunchSubmitted, ModelDirUnshared
+from .events import AttemptEnded, LaunchSubmitted, ModelDirUnshared
 from .finding import Finding, blockers
 from .heartbeat import Heartbeat
 from .lifecycle import RunState
@@ -76,18 +80,22 @@ class Supervisor:
         self.limits, self.job, self.release, self.feeder, self.model_dir = limits, job, release, feeder, model_dir
         self.lock = lifecycle.lock
         self.file_sink: FileSink | None = None  # see set_file_sink
-        self.coord = self._coordinator(0)
+        self.full_roles = list(roles)  # ``roles`` (the run's list, shared) is the current attempt's: see _resize
+        self.coord, self.decommission = self._coordinator(0)
         self.thread: threading.Thread | None = None
         self._ending_since: float | None = None  # when the current attempt began to wind down
         self._foreground_done_at: float | None = None
         self._settling = False
         self._memory_failures: list[str] = []  # each attempt that ended because a node ran out of memory
+        self._relaunch_cause: tuple[str, str, int | None] = ("lost", "", None)  # cause, detail, step: AttemptEnded
+        self._decommission_readable = True
         self.heartbeat = Heartbeat(self.lock, diagnosis, self.abort)
         self.reservation = Reservation(name, roles, lifecycle=lifecycle, backend=backend, diagnosis=diagnosis,
                                        limits=limits, abort=self.abort)
 
-    def _coordinator(self, attempt: int) -> Coordinator:
-        return Coordinator(self.run_id, self.roles, attempt, self.events, self.lock, self)
+    def _coordinator(self, attempt: int) -> tuple[Coordinator, Decommission]:
+        coord = Coordinator(self.run_id, self.roles, attempt, self.events, self.lock, self)
+        return coord, Decommission(coord, self.events, self.diagnosis.publish, self.decommissioned)
 
     @property
     def state(self) -> RunState:
@@ -137,6 +145,10 @@ class Supervisor:
     def _attempt(self, coord: Coordinator) -> bool:
         """One attempt: wait for slots, submit its job, watch it; whether the run relaunches (a
         new coordinator in place), else the run is settled."""
+        if coord.attempt:
+            self._resize()
+            self.coord, self.decommission = self._coordinator(coord.attempt)  # of the size chosen
+            coord = self.coord
         n, tag = len(self.roles), self.lifecycle.job_group
         deadline = Deadline(self.limits.reservation_timeout)  # free slots, then every node registered
         if not self.reservation.wait_for_slots(deadline):
@@ -160,7 +172,10 @@ class Supervisor:
             with self.lock:
                 self._settling = self.state is RunState.STOPPING
                 if not self._settling:
-                    self.coord = self._coordinator(self.lifecycle.attempt + 1)
+                    cause, detail, step = self._relaunch_cause
+                    self.events.publish(AttemptEnded(self.run_id, attempt=coord.attempt, workers=_trainers(self.roles),
+                                                     cause=cause, detail=detail, step=step))
+                    self.coord, self.decommission = self._coordinator(self.lifecycle.attempt + 1)
                     self._ending_since = self._foreground_done_at = None
                     self.lifecycle.relaunch()
                     return True
@@ -177,6 +192,8 @@ class Supervisor:
             now, state = time.monotonic(), self.state
             if state is RunState.RESERVING:
                 registrations.tick(now)
+            elif state is RunState.RUNNING and self._decommission_readable:
+                self._poll_decommission(now)
             elif state.ending and not cancelled and self._ending_since is not None \
                     and now - self._ending_since >= limits.stop_grace_secs + CANCEL_MARGIN:
                 cancelled = True
@@ -187,6 +204,46 @@ class Supervisor:
                 coord.broadcast(m.Stop(), BACKGROUND_ROLES)
             self.heartbeat.tick(coord, now, self.state.ending)
         self.heartbeat.release()
+
+    def _poll_decommission(self, now: float) -> None:
+        try:
+            self.decommission.poll(self.backend, now)
+        except Exception as e:  # a Spark without the scheduler's decommission state, or its JVM gone
+            self._decommission_readable = False
+            log.warning("run %s: cannot read executors' decommission state (%s); a leaving executor is seen once "
+                        "it is gone", self.name, error_summary(e))
+
+    def _resize(self) -> None:
+        """Before a relaunch: every node of the run when the cluster has their slots within
+        ``replacement_grace`` (a replacement executor registered), else as many training nodes as
+        the free slots hold, down to ``min_workers`` (the last workers are left out; below that the
+        relaunch waits for slots as any reservation does, and fails at its timeout). Changes the
+        run's ``roles`` in place: they are what the next attempt launches."""
+        full, limits = self.full_roles, self.limits
+        trainers = _trainers(full)
+        floor = limits.min_workers or trainers
+        view, deadline = None, Deadline(limits.replacement_grace)
+        while floor < trainers and self.state is RunState.RESERVING:
+            try:
+                view = self.backend.cluster(self.lifecycle.job_group)
+            except Exception:  # the reservation itself reports an unreadable cluster
+                break
+            if not view.exact or view.free_slots >= len(full) or deadline.expired:
+                break
+            deadline.sleep(WATCH_INTERVAL)
+        keep = trainers if view is None or not view.exact or view.free_slots >= len(full) \
+            else max(floor, view.free_slots - (len(full) - trainers))
+        drop = trainers - keep
+        self.roles[:] = full[:len(full) - drop] if drop else full
+        if drop:
+            self.diagnosis.publish([Finding(
+                code="run_resized",
+                cause=f"relaunching run {self.name} with {keep} of its {trainers} training nodes: no replacement "
+                      f"for the lost executor within {limits.replacement_grace:.0f}s",
+                evidence=(f"{view.free_slots} free task slots" if view else "", f"min_workers={floor}"),
+                remedy="nothing to do; a global batch stays global, a per-worker batch and a learning rate scaled "
+                       "by the number of workers change with it (see docs/reliability.md)",
+                severity="warning")])
 
     def _all_gone(self, conns: list) -> bool:
         """Wait (bounded) until the nodes behind ``conns`` are gone. Before a relaunch their child
@@ -232,6 +289,8 @@ class Supervisor:
             if isinstance(error, NodeError) and error.cause == "memory":
                 error, retryable = self._out_of_memory(error, attempt, retryable and attempt < retries)
             if retryable and attempt < retries:
+                self._relaunch_cause = (error.cause if isinstance(error, NodeError) and error.cause else "lost",
+                                        str(error).splitlines()[0], None)
                 self.diagnosis.publish([Finding(
                     code="node_lost_retrying",
                     cause=f"a node was lost; relaunching the run (attempt {attempt + 2} of {retries + 1})",
@@ -273,6 +332,26 @@ class Supervisor:
                               error.traceback_text + "\nout of memory in each attempt:\n  "
                               + "\n  ".join(self._memory_failures), error.exit_code, error.findings, error.cause)
         return error, relaunch
+
+    def decommissioned(self, step: int, path: str, secs: float) -> None:
+        """Every training node saved the decommission checkpoint at ``step``: end this attempt and
+        relaunch from it (called with the run's lock held). Not counted against ``retries``: the
+        cluster took the executor, the run lost nothing."""
+        if self.state.ending:
+            return
+        self._relaunch_cause = ("decommission", f"{self.decommission.notice}; checkpoint at step {step} "
+                                                f"{secs:.1f}s after the notice", step)
+        self.diagnosis.publish([Finding(
+            code="decommission_checkpoint",
+            cause=f"the nodes saved a checkpoint at step {step}, {secs:.1f}s after the notice; relaunching run "
+                  f"{self.name} from it",
+            evidence=(self.decommission.notice, path), remedy="nothing to do", severity="warning")])
+        self.lifecycle.transition(RunState.RELAUNCHING)
+        self._ending_since = time.monotonic()
+        self.coord.broadcast(m.Stop())
+
+    def savepoint(self, node: NodeRecord, msg: m.Message) -> None:
+        self.decommission.handle(node, msg)
 
     def request_stop(self) -> None:
         """Stop the run (``Run.stop``): unless it is already ending, every node is told to stop."""
@@ -328,3 +407,8 @@ class Supervisor:
         if self.feeder is None:
             raise ChannelError(f"{msg.TYPE!r} from {node.name}, but run {self.name} feeds no data")
         self.feeder.on_message(node, msg)
+
+
+def _trainers(roles: list[tuple[str, int]]) -> int:
+    """The training nodes (chief and workers) among ``roles``."""
+    return sum(1 for role, _ in roles if role in FOREGROUND_ROLES)

@@ -154,8 +154,9 @@ def main(argv: list[str]) -> int:
     from ..wire import values  # noqa: F401  (msgpack: imported while the cluster is still reserving)
     from . import ctx as _ctx  # noqa: F401  (the payload's NodeContext)
     from . import taskcontext
+    from .childorders import follow_orders
     from .pace import Pace
-    from .profiler import follow_orders
+    from .savepoint import SavePoint
 
     preimport = _Preimport()  # TensorFlow, imported while the node registers and the cluster forms
     order = _next_order()
@@ -182,11 +183,12 @@ def main(argv: list[str]) -> int:
             payload = pickle.load(f)
         taskcontext.install_on_import(payload["task_context"])  # BarrierTaskContext.get() answers for the task
         ctx = payload["ctx"]
-        pace = Pace(status.send)
-        ctx.connect(status, pace)
+        pace, savepoint = Pace(status.send), SavePoint(status.send)
+        ctx.connect(status, pace, savepoint)
         if port_fd is not None:
             ctx.tmp_socket = receive_port(port_fd)
-        follow_orders(os.fdopen(orders_fd, "r"), pace, node_dir_name(ctx.job_name, ctx.task_index), status.send)
+        follow_orders(os.fdopen(orders_fd, "r"), pace, node_dir_name(ctx.job_name, ctx.task_index), status.send,
+                      savepoint)
         ctx.mgr = feed
         if feed is not None:  # how long the function waits for its data (the input-bound finding)
             feed.pace = pace

@@ -88,6 +88,7 @@ class NodeContext:
     _status: Any = field(default=None, repr=False, compare=False)  # the child's statuspipe.StatusPipe
     _flusher: Any = field(default=None, repr=False, compare=False)
     _pace: Any = field(default=None, repr=False, compare=False)  # pace.Pace, in the node's process
+    _savepoint: Any = field(default=None, repr=False, compare=False)  # savepoint.SavePoint, in the node's process
 
     @property
     def worker_num(self) -> int:
@@ -248,8 +249,10 @@ class NodeContext:
                 Keras 3); skipped when the run has no model_dir.
             progress: report each epoch's metrics to the driver's monitor (``ctx.report``).
             backup: a Keras BackupAndRestore under ``ctx.model_dir/backup``, so that a run relaunched
-                after a lost node resumes ``fit`` from the last finished epoch; left out when the
-                model dir is not shared (``model_dir_shared``), as the nodes would resume unevenly.
+                after a lost node resumes ``fit`` from the last finished epoch, and after a
+                decommission notice from the step every node saved at (``keras_backup.py``); left out
+                when the model dir is not shared (``model_dir_shared``), as the nodes would resume
+                unevenly.
             timing: count the training's steps (the node reads the optimizer's step counter once a
                 second on a thread of its own: nothing runs per step) for the monitor's progress bar,
                 steps/s, ETA and the straggler finding, and for ``%tfos_profile --steps``.
@@ -278,10 +281,22 @@ class NodeContext:
             checkpoint.restore(latest)
         return latest
 
-    def connect(self, status: Any, pace: Any) -> None:
+    def step_boundary(self, step: int, save) -> None:
+        """Call after each step of a custom training loop (Keras users get it from :meth:`callbacks`)
+        with the step just finished and ``save``, a function that saves a checkpoint and returns its
+        path (``tf.train.CheckpointManager(...).save``), called on every node as the strategy's
+        saves need. It returns at once unless an executor of the run is decommissioning: then the
+        nodes agree on a step, each calls ``save()`` at the end of it, and the run is relaunched
+        from that checkpoint (on the slots the cluster still has: see ``min_workers``); this call
+        does not return then. Resume with :meth:`restore`."""
+        if self._savepoint is not None:
+            self._savepoint.boundary(int(step), save)
+
+    def connect(self, status: Any, pace: Any, savepoint: Any = None) -> None:
         """In the node's child process: send this context's messages down ``status`` (the child's
-        ``statuspipe.StatusPipe``) and count its steps with ``pace`` (a ``pace.Pace``)."""
-        self._status, self._pace = status, pace
+        ``statuspipe.StatusPipe``), count its steps with ``pace`` (a ``pace.Pace``) and meet the
+        decommission checkpoint at ``savepoint`` (a ``savepoint.SavePoint``)."""
+        self._status, self._pace, self._savepoint = status, pace, savepoint
 
     def _emit(self, msg) -> None:
         if self._status is not None:
@@ -293,4 +308,5 @@ class NodeContext:
         state["_flusher"] = None
         state["tmp_socket"] = None
         state["_pace"] = None
+        state["_savepoint"] = None
         return state

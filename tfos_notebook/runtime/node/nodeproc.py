@@ -87,7 +87,8 @@ def pump_lines(stream, name: str, fwd: Forwarder) -> None:
     stream.close()
 
 
-STATUS_MESSAGES = (m.StepReport, m.FeedServing, m.FeedReport, m.PaceReport, m.ProfileDone, m.MlflowCalls, m.ModelExport)
+STATUS_MESSAGES = (m.StepReport, m.FeedServing, m.FeedReport, m.PaceReport, m.ProfileDone, m.MlflowCalls, m.ModelExport,
+                   m.AtBoundary, m.SaveAtSeen, m.Saved)
 
 
 def pump_status(stream, fwd: Forwarder, local_feed: LocalFeed | None, drain: Callable[[str], None]) -> None:
@@ -189,7 +190,7 @@ def _installed_pyspark(pythonpath: list[str]) -> bool:
 
 
 class ChildOrders:
-    """The node's pipe to its child's profile orders (``profiler.follow_orders`` reads them)."""
+    """The node's pipe to its child's orders (``childorders.follow_orders`` reads them)."""
 
     def __init__(self, fd: int) -> None:
         self._file = os.fdopen(fd, "w", buffering=1)
@@ -218,7 +219,7 @@ class ChildOrders:
 class StartedChild:
     """The node's child process as ``start_child`` started it: the process, the read end of its
     status pipe, (with ``release_port=False``) the node's end of the Unix socket that hands it the
-    reserved port, the pipe that carries profile orders to it, and how it started (``fork``, or
+    reserved port, the pipe that carries orders to it, and how it started (``fork``, or
     ``spawn: `` and why it was not forked)."""
 
     proc: subprocess.Popen | ForkedChild

@@ -1,7 +1,7 @@
 """Profiler traces of the running function, captured inside the node's child on the driver's order.
 
 The node writes each ``Profile`` order it gets over the control channel as one JSON line to a pipe
-of the child (no port: TensorFlow's profiler server is never started); a thread of the child starts
+of the child (``childorders.py``; TensorFlow's profiler server is never started); a thread of the child starts
 TensorFlow's profiler in-process (``tf.profiler.experimental.start``), lets the training run for the
 asked seconds or steps, stops it, and moves the trace to
 ``<dir>/plugins/profile/<session>/<node>.xplane.pb``, complete, for the node to ship to the
@@ -11,13 +11,11 @@ driver's TensorBoard mirror. Then it says so with a ``ProfileDone`` on the statu
 from __future__ import annotations
 
 import glob
-import json
 import logging
 import os
 import shutil
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 
@@ -72,22 +70,3 @@ def _wait(order: dict, pace: Pace | None) -> None:
     while pace.steps < until and time.monotonic() < deadline:
         time.sleep(0.01)
 
-
-def follow_orders(stream, pace: Pace | None, node: str, emit: Callable[[ProfileDone], None]) -> threading.Thread:
-    """Read profile orders from ``stream`` (the node's pipe) on a daemon thread, one at a time."""
-
-    def loop() -> None:
-        for line in iter(stream.readline, ""):
-            order = json.loads(line)  # written by our own node
-            try:
-                capture(order, pace, node, emit)
-            except OSError as e:  # the status pipe closed: the node is gone
-                log.debug("profile orders stop: %s", e)
-                return
-            except Exception as e:  # a failed capture must never break the training
-                log.warning("a profile order failed", exc_info=True)
-                emit(ProfileDone(order["session"], False, f"{node}: the profile failed: {e}"))
-
-    thread = threading.Thread(target=loop, daemon=True, name="tfos-profile-orders")
-    thread.start()
-    return thread

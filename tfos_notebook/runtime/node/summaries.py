@@ -252,8 +252,12 @@ def keras_callbacks(ctx, pace, tensorboard: bool = True, checkpoint: bool = True
         callbacks.append(PullStaged([staged]))
     if timing and pace is not None:
         callbacks.append(StepTimer(pace, batch_size))
+    backup_cb = None
     if backup and model_dir and ctx.model_dir_shared:
-        callbacks.append(tf.keras.callbacks.BackupAndRestore(f"{save_dir}/backup"))
+        from .keras_backup import Backup
+
+        backup_cb = Backup(f"{save_dir}/backup", _legacy_keras())
+        callbacks.append(backup_cb)
     if tensorboard:
         board = NodeTensorBoard(log_dir=ctx.log_dir, **tensorboard_args)
         per_batch = tensorboard_args.get("update_freq", "epoch") != "epoch"
@@ -266,4 +270,8 @@ def keras_callbacks(ctx, pace, tensorboard: bool = True, checkpoint: bool = True
         callbacks.append(ReportProgress(ctx))
     if staged is not None:
         callbacks.append(PushStaged([staged]))
+    if backup_cb is not None and ctx._savepoint is not None:  # last: every other callback has seen the step
+        from .keras_backup import StepBoundary
+
+        callbacks.append(StepBoundary(ctx._savepoint, backup_cb.save_now, staged.push if staged else None))
     return callbacks

@@ -19,6 +19,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from dataclasses import asdict
 from urllib.parse import parse_qs, urlparse
 
 from ..wire import channel
@@ -289,7 +290,7 @@ def _supervise(plan: NodePlan, task: int, proc: subprocess.Popen, output: ChildO
                result_path: str, orders: Orders, ship_dir: str | None, profile_dir: str,
                reporter: threading.Thread, ended: threading.Event, guard: MemoryGuard) -> dict:
     """Forward the child's output, progress, (from ``ship_dir``) event files and profiles, obey
-    stop and profile orders, and report its outcome (setting ``ended`` once the child's process
+    stop, profile and checkpoint orders, and report its outcome (setting ``ended`` once the child's process
     ended; out of memory where ``guard`` stopped it or the kernel's OOM killer ended it)."""
     conn = orders.conn
     os.makedirs(profile_dir, exist_ok=True)
@@ -308,9 +309,12 @@ def _supervise(plan: NodePlan, task: int, proc: subprocess.Popen, output: ChildO
             if isinstance(msg, (m.FilesResend, m.FilesRewind)):
                 shipper.on_message(msg)
             elif isinstance(msg, m.Profile):
-                order = {"session": msg.session, "seconds": msg.seconds, "steps": msg.steps, "dir": profile_dir}
+                order = {"kind": "profile", "session": msg.session, "seconds": msg.seconds, "steps": msg.steps,
+                         "dir": profile_dir}
                 if not child_orders.send(order):
                     output.fwd.put(m.ProfileDone(msg.session, False, "the node's process has ended"))
+            elif isinstance(msg, (m.SaveSoon, m.SaveAt, m.SaveGo)):  # the decommission checkpoint: savepoint.py
+                child_orders.send({"kind": msg.TYPE, **asdict(msg)})
         if proc.poll() is None:  # lost the driver: do not train on alone
             stopped.set()
             kill_process_group(proc, plan.stop_grace_secs)

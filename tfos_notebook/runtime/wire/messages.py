@@ -23,10 +23,14 @@ from .orders import (
     NodeAnswer,
     Ping,
     Profile,
+    SaveAt,
+    SaveGo,
+    SaveSoon,
     Stop,
 )
 from .reports import (
     PROFILE_AREA,
+    AtBoundary,
     FeedReport,
     FeedServing,
     Files,
@@ -43,6 +47,8 @@ from .reports import (
     ProfileDone,
     Register,
     Result,
+    SaveAtSeen,
+    Saved,
     StepReport,
     SystemReport,
 )
@@ -56,9 +62,10 @@ DRIVER_SILENT_SECS = 30.0
 
 
 __all__ = [
-    "Cluster", "DRIVER_SILENT_SECS", "FeedReport", "FeedServing", "Files", "FilesResend", "FilesRewind",
+    "AtBoundary", "Cluster", "DRIVER_SILENT_SECS", "FeedReport", "FeedServing", "Files", "FilesResend", "FilesRewind",
     "GpuReport", "HEARTBEAT_SECS", "Leftovers", "Logs", "MemoryReport", "Message", "MlflowCalls", "ModelExport",
     "NODE_SILENT_SECS", "NodeAnswer", "NodeQuery", "NodeStateReport", "PROFILE_AREA", "PaceReport", "Ping",
-    "Pong", "Profile", "ProfileDone", "Register", "Result", "StepReport", "Stop", "SystemReport", "decode",
+    "Pong", "Profile", "ProfileDone", "Register", "Result", "SaveAt", "SaveAtSeen", "SaveGo", "SaveSoon", "Saved",
+    "StepReport", "Stop", "SystemReport", "decode",
     "encode", "from_json", "to_json",
 ]

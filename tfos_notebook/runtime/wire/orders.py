@@ -75,3 +75,30 @@ class FilesRewind(Message):
     CHECKS = {"files": c.mapping(c.string, c.offset), "area": c.string}
 
 
+
+
+# -- the decommission checkpoint (see runtime/driver/decommission.py) -------------------------------
+@message
+class SaveSoon(Message):
+    """An executor of the run is leaving (``notice`` says which): at its next step boundary, the
+    node's training loop says where it is (``AtBoundary``) and waits for the step to save at."""
+
+    TYPE = "save_soon"
+    notice: str
+    CHECKS = {"notice": c.string}
+
+
+@message
+class SaveAt(Message):
+    """Save a checkpoint at the end of step ``step`` (every node acknowledges: ``SaveAtSeen``)."""
+
+    TYPE = "save_at"
+    step: int
+    CHECKS = {"step": c.offset}
+
+
+@message
+class SaveGo(Message):
+    """Every node knows the step to save at: a training loop held at its boundary goes on."""
+
+    TYPE = "save_go"

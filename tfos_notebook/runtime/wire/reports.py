@@ -146,6 +146,35 @@ class ProfileDone(Message):
     CHECKS = {"session": c.string, "ok": c.boolean, "detail": c.string}
 
 
+
+@message
+class AtBoundary(Message):
+    """The decommission notice reached the node's training loop at the end of step ``step``; it
+    waits there for ``SaveAt`` and ``SaveGo``."""
+
+    TYPE = "at_boundary"
+    step: int
+    CHECKS = {"step": c.offset}
+
+
+@message
+class SaveAtSeen(Message):
+    """The node knows the step to save at (sent by its order thread, not its training loop)."""
+
+    TYPE = "save_at_seen"
+    step: int
+    CHECKS = {"step": c.offset}
+
+
+@message
+class Saved(Message):
+    """The node saved its checkpoint at the end of step ``step`` (``path``: where, on the chief)."""
+
+    TYPE = "saved"
+    step: int
+    path: str = ""
+    CHECKS = {"step": c.offset, "path": c.string}
+
 LEFTOVER_FIELDS: dict[str, Check] = {"host": c.string, "pid": c.integer, "run_id": c.string, "task": c.string,
                                      "cmdline": c.string, "gpus": c.seq(c.string), "used_mib": c.integer,
                                      "killed": c.boolean}

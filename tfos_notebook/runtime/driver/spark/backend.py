@@ -190,6 +190,13 @@ class SparkBackend(ABC):
         self._master_silent = state is None
         return None if state is None else granted_cores(state, self.conf("spark.app.id") or "")
 
+    def decommissioning(self, executor_ids: set[str]) -> dict[str, str]:
+        """Which of ``executor_ids`` Spark's scheduler holds as decommissioning, with the host each
+        leaves (its worker's host where Spark knows it). Empty where the scheduler cannot be read
+        from this process (Spark Connect: the driver's JVM is the server's): a leaving executor is
+        then seen only once it is gone."""
+        return {}
+
     def check_reachable(self) -> None:
         """Raise a ``TFOSError`` saying what to do when the executors cannot open connections to
         :meth:`driver_host` (nothing to check where the driver runs in this process)."""

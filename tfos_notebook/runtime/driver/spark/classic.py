@@ -112,6 +112,20 @@ class ClassicBackend(SparkBackend):
                          age=now - e["addTime"] / 1000 if isinstance(e.get("addTime"), (int, float)) else None)
             for e in summaries if with_driver or e["id"] != "driver")
 
+    def decommissioning(self, executor_ids: set[str]) -> dict[str, str]:
+        """Read from the scheduler (``TaskSchedulerImpl.getExecutorDecommissionState``), which marks
+        an executor as soon as the cluster manager or the executor says it leaves: a standalone
+        worker or executor sent SIGPWR, a Kubernetes pod being deleted, YARN's graceful
+        decommission, a Databricks spot node being reclaimed (``spark.decommission.enabled``)."""
+        scheduler = self.sc._jsc.sc().taskScheduler()
+        leaving = {}
+        for executor_id in executor_ids:
+            state = scheduler.getExecutorDecommissionState(executor_id)
+            if state.isDefined():
+                host = state.get().workerHost()
+                leaving[executor_id] = str(host.get()) if host.isDefined() else ""
+        return leaving
+
     def _as_json(self, status: Any) -> Any:
         """A status store object (Scala) as the JSON Spark's REST API serves of it, parsed, in one
         gateway call (a Jackson mapper in the JVM, made on first use)."""
