@@ -87,12 +87,16 @@ class StandaloneCluster:
         cores: cores each worker offers.
         memory: memory each worker offers (Spark size string).
         gpus_per_worker: fake GPU addresses each worker advertises (0 for none).
+        decommission: workers and applications with graceful decommission on
+            (``spark.decommission.enabled``): a worker sent SIGPWR (:meth:`decommission_executor`) tells the
+            master, which tells each application's driver that its executors there are leaving.
     """
 
     workers: int = 2
     cores: int = 1
     memory: str = "3g"
     gpus_per_worker: int = 2
+    decommission: bool = False
     host: str = "127.0.0.1"
     root: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="tfos-devcluster-")))
     master_port: int = 0
@@ -109,6 +113,8 @@ class StandaloneCluster:
         env["SPARK_LOCAL_IP"] = self.host
         env.setdefault("PYSPARK_PYTHON", sys.executable)
         env["SPARK_NO_DAEMONIZE"] = "1"
+        if self.decommission:
+            env["SPARK_WORKER_OPTS"] = f"{env.get('SPARK_WORKER_OPTS', '')} -Dspark.decommission.enabled=true".strip()
         return env
 
     def _spawn(self, name: str, args: list[str]) -> tuple[subprocess.Popen, Path]:
@@ -130,18 +136,40 @@ class StandaloneCluster:
              "--webui-port", str(self.ui_port)],
         )
         wait_for_port(self.host, self.master_port, timeout, proc, log)
-        props = worker_properties(self.root, self.gpus_per_worker)
         for i in range(self.workers):
-            work = self.root / f"worker{i}"
-            work.mkdir()
-            self._spawn(
-                f"worker{i}",
-                ["org.apache.spark.deploy.worker.Worker", self.master_url, "--host", self.host,
-                 "--cores", str(self.cores), "--memory", self.memory, "--work-dir", str(work),
-                 "--webui-port", str(free_port(self.host)), "--properties-file", str(props)],
-            )
+            self._start_worker(i)
         self._wait_for_workers(timeout)
         return self
+
+    def _start_worker(self, i: int) -> None:
+        work = self.root / f"worker{i}"
+        work.mkdir()
+        self._spawn(
+            f"worker{i}",
+            ["org.apache.spark.deploy.worker.Worker", self.master_url, "--host", self.host,
+             "--cores", str(self.cores), "--memory", self.memory, "--work-dir", str(work),
+             "--webui-port", str(free_port(self.host)),
+             "--properties-file", str(worker_properties(self.root, self.gpus_per_worker))],
+        )
+
+    def add_worker(self) -> None:
+        """Start one more worker (a replacement); returns at once, before it registers."""
+        self.workers += 1
+        self._start_worker(self.workers - 1)
+
+    def decommission_executor(self, executor_id: str, app_id: str) -> int:
+        """Send SIGPWR to the worker that hosts executor ``executor_id`` of application ``app_id``, as
+        a cloud's notice does to a spot node's worker; returns the worker's pid."""
+        import psutil
+
+        for proc in psutil.process_iter(["cmdline"]):
+            cmd = proc.info["cmdline"] or []
+            if "org.apache.spark.executor.CoarseGrainedExecutorBackend" in cmd and app_id in cmd \
+                    and cmd[cmd.index("--executor-id") + 1] == executor_id:
+                worker = proc.parent()
+                worker.send_signal(signal.SIGPWR)
+                return worker.pid
+        raise LookupError(f"no executor {executor_id} of {app_id} runs on this cluster")
 
     def _wait_for_workers(self, timeout: float) -> None:
         alive = 0
@@ -177,6 +205,8 @@ class StandaloneCluster:
             "spark.executorEnv.SPARK_LOCAL_IP": self.host,
             "spark.executorEnv.PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
         }
+        if self.decommission:
+            conf["spark.decommission.enabled"] = "true"
         if self.gpus_per_worker and gpus_per_task:
             conf["spark.executor.resource.gpu.amount"] = str(min(self.gpus_per_worker, gpus_per_task * cores))
             conf["spark.task.resource.gpu.amount"] = str(gpus_per_task)

@@ -33,6 +33,16 @@ export function paceText(pace: IRunPace, ended: boolean): string {
     .join(' · ');
 }
 
+/** `attempt 2 (decommission)`: how often the run was relaunched and why, last (empty: never). */
+export function attemptsLabel(attempts: string[]): string {
+  const ended = attempts.filter(line => / ended: /.test(line));
+  if (!ended.length) {
+    return '';
+  }
+  const why = ended[ended.length - 1].split(' ended: ')[1].split(',')[0];
+  return `attempt ${ended.length + 1} (${why})`;
+}
+
 /** What the sidebar's buttons ask of the plugin. */
 export interface IRunActions {
   openTensorBoard(run: IRun): void;
@@ -206,10 +216,14 @@ export class RunsSidebar extends SidePanel {
       run.kind === 'evaluation'
         ? 'evaluation'
         : `${run.num_nodes} node${run.num_nodes === 1 ? '' : 's'}`,
-      run.started_at !== null && end !== null ? formatDuration(end - run.started_at) : ''
+      run.started_at !== null && end !== null ? formatDuration(end - run.started_at) : '',
+      attemptsLabel(run.attempts ?? [])
     ]
       .filter(Boolean)
       .join(' · ');
+    if (run.attempts?.length) {
+      details.title = run.attempts.join('\n');
+    }
     const curve = document.createElement('span');
     curve.className = 'tfos-RunRow-curve';
     const line = sparkline(run.curve ?? []);

@@ -137,6 +137,8 @@ export interface IRun {
   mlflow_url?: string | null;
   /** Why its MLflow logging failed, if it did. */
   mlflow_error?: string | null;
+  /** Its relaunches and what led to them (a decommission notice, a lost node), a line each. */
+  attempts?: string[];
 }
 
 /**

@@ -6,10 +6,31 @@ decommission a real executor with SIGPWR."""
 
 from __future__ import annotations
 
+import html
+import threading
 import time
 
+import psutil
+import pytest
+
 from tfos_notebook import Run
-from tfos_notebook.runtime.driver.events import AttemptEnded, CheckpointSaved, Decommissioning, FindingRaised, Pace
+from tfos_notebook.devcluster import StandaloneCluster
+from tfos_notebook.notebook.monitorhtml import snapshot_html
+from tfos_notebook.notebook.tracker import track
+from tfos_notebook.notebook.view import RunView
+from tfos_notebook.runtime.driver.events import (
+    AttemptEnded,
+    CheckpointSaved,
+    Decommissioning,
+    FindingRaised,
+    LaunchSubmitted,
+    Pace,
+    Registered,
+)
+from tfos_notebook.runtime.driver.spark import backend_for
+from tfos_notebook.runtime.driver.spark.standalone import master_state
+from tfos_notebook.runtime.wire.timeouts import Deadline
+from tfos_notebook.state import registry
 
 STEPS_PER_EPOCH = 30
 EPOCHS = 4
@@ -93,9 +114,13 @@ def _steps(run) -> int:
     return max((e.steps for e in run.events.events(Pace) if e.role == "chief"), default=0)
 
 
-def test_keras_mwms_saves_at_one_step_and_resumes_there(local_spark, tmp_path):
+def test_keras_mwms_saves_at_one_step_and_resumes_there(local_spark, tmp_path, monkeypatch):
+    monkeypatch.setenv("TFOS_NOTEBOOK_STATE_DIR", str(tmp_path / "state"))  # the runs registry of this test
     run = Run(local_spark.sparkContext, keras_mwms, {"step_secs": 0.05}, 2, model_dir=str(tmp_path), retries=0)
     said = _notice_when(run, lambda: _steps(run) >= STEPS_PER_EPOCH + 5)  # mid-way through the second epoch
+    view = RunView(run.name, run.run_id)
+    run.events.subscribe(view.apply)
+    tracking = track(run)  # the record the runs sidebar shows
     result = run.start().wait(300)
     assert said, "the notice was never given"
     saved = run.events.events(CheckpointSaved)
@@ -111,6 +136,15 @@ def test_keras_mwms_saves_at_one_step_and_resumes_there(local_spark, tmp_path):
     assert "host-b" in run.events.events(Decommissioning)[0].host
     codes = [e.finding.code for e in run.events.events(FindingRaised)]
     assert "executor_decommissioning" in codes and "decommission_checkpoint" in codes
+    # shown: the monitor (widget and saved snapshot) and the sidebar's record list the attempts
+    assert view.attempts == [
+        "executor driver on host-b is decommissioning (chief:0, worker:0)",
+        f"checkpoint saved at step {step}, {saved[0].seconds:.1f}s after the notice",
+        f"attempt 1 (2 training nodes) ended: its executor decommissioned, resumed from step {step}",
+        "attempt 2: 2 nodes (chief:0, worker:0)"]
+    assert all(html.escape(line) in snapshot_html(view) for line in view.attempts)
+    tracking.stop()
+    assert list(registry.get_run(run.run_id).attempts) == view.attempts
 
 
 def test_a_custom_loop_saves_through_step_boundary(local_spark, tmp_path):
@@ -121,3 +155,107 @@ def test_a_custom_loop_saves_through_step_boundary(local_spark, tmp_path):
     step = run.events.events(CheckpointSaved)[0].step
     assert result == {"final": 60, "start": step, "attempt": 1}
     assert run.results["worker:0"]["start"] == step
+
+
+@pytest.fixture(scope="module")
+def decommission_spark(spark_slot):
+    """An application on a standalone cluster of 3 one-core workers with graceful decommission on."""
+    cluster = StandaloneCluster(workers=3, cores=1, gpus_per_worker=0, decommission=True).start()
+    spark = spark_slot.get("decommission", {
+        **cluster.spark_conf(gpus_per_task=0, executor_cores=1),
+        "spark.scheduler.barrier.maxConcurrentTasksCheck.interval": "1s",
+        "spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures": "1",
+    })
+    yield cluster, spark
+    spark_slot.stop()
+    cluster.stop()
+
+
+def _three_workers(cluster, spark) -> None:
+    """Replace the workers an earlier test decommissioned (they stay, refusing executors) and wait
+    until the application has a free slot on each of three."""
+    state = master_state(cluster.master_url, cluster.ui_port, timeout=5)
+    for _ in range(3 - sum(1 for w in state["workers"] if w.get("state") == "ALIVE")):
+        cluster.add_worker()
+    backend = backend_for(spark)
+    assert Deadline(90).wait_until(lambda: backend.cluster().free_slots >= 3, interval=0.2)
+
+
+def _sigpwr_when(run, cluster, spark, ready) -> dict:
+    """SIGPWR to the worker hosting worker:1's executor once ``ready()`` (checked on a thread)."""
+    said: dict = {}
+
+    def watch():
+        while run.attempt == 0 and not run.done:
+            if ready():
+                executor = next(e.executor_id for e in run.events.events(Registered) if e.role == "worker"
+                                and e.index == 1)
+                said["pid"] = cluster.decommission_executor(executor, spark.sparkContext.applicationId)
+                said["at"] = time.monotonic()
+                return
+            time.sleep(0.05)
+
+    threading.Thread(target=watch, daemon=True).start()
+    return said
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+def test_sigpwr_to_a_worker_checkpoints_and_the_run_goes_on_at_two_workers(decommission_spark, tmp_path):
+    cluster, spark = decommission_spark
+    _three_workers(cluster, spark)
+    run = Run(spark, keras_mwms, {"step_secs": 0.05}, 3, model_dir=str(tmp_path), retries=0, min_workers=2,
+              replacement_grace=3.0)
+    said = _sigpwr_when(run, cluster, spark, lambda: _steps(run) >= STEPS_PER_EPOCH + 5)
+    result = run.start().wait(400)
+    assert said, "the worker was never sent SIGPWR"
+    noticed = run.events.events(Decommissioning)[0]
+    saved = run.events.events(CheckpointSaved)[0]
+    assert noticed.t - (time.time() - (time.monotonic() - said["at"])) < 2.0  # the notice within 2 s
+    assert saved.seconds < 5.0
+    step = saved.step
+    assert result["final"] == EPOCHS * STEPS_PER_EPOCH and result["start"] == step
+    assert result["workers"] == 2 and result["attempt"] == 1
+    assert [(e.cause, e.workers, e.step) for e in run.events.events(AttemptEnded)] == [("decommission", 3, step)]
+    assert [e.num_tasks for e in run.events.events(LaunchSubmitted)] == [3, 2]
+    codes = [e.finding.code for e in run.events.events(FindingRaised)]
+    assert "run_resized" in codes
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+def test_a_replacement_worker_within_the_grace_keeps_three_workers(decommission_spark, tmp_path):
+    cluster, spark = decommission_spark
+    _three_workers(cluster, spark)
+    run = Run(spark, keras_mwms, {"step_secs": 0.05}, 3, model_dir=str(tmp_path), retries=0, min_workers=2,
+              replacement_grace=60.0)
+    said = _sigpwr_when(run, cluster, spark, lambda: _steps(run) >= 10)
+    run.start()
+    Deadline(120).wait_until(lambda: run.events.events(CheckpointSaved), interval=0.1)
+    cluster.add_worker()  # the cloud's replacement node
+    result = run.wait(400)
+    assert said and result["workers"] == 3 and result["final"] == EPOCHS * STEPS_PER_EPOCH
+    assert result["start"] == run.events.events(CheckpointSaved)[0].step
+    assert [e.num_tasks for e in run.events.events(LaunchSubmitted)] == [3, 3]
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+def test_a_loss_without_notice_resumes_from_the_last_epoch_backup(decommission_spark, tmp_path):
+    cluster, spark = decommission_spark
+    _three_workers(cluster, spark)
+    run = Run(spark, keras_mwms, {"step_secs": 0.05}, 3, model_dir=str(tmp_path), retries=1, min_workers=2,
+              replacement_grace=20.0)
+    run.start()
+    Deadline(120).wait_until(lambda: _steps(run) >= STEPS_PER_EPOCH + 5, interval=0.05)
+    executor = next(e.executor_id for e in run.events.events(Registered) if e.role == "worker" and e.index == 1)
+    for proc in psutil.process_iter(["cmdline"]):  # the executor dies at once: no notice
+        cmd = proc.info["cmdline"] or []
+        if "org.apache.spark.executor.CoarseGrainedExecutorBackend" in cmd \
+                and spark.sparkContext.applicationId in cmd and cmd[cmd.index("--executor-id") + 1] == executor:
+            proc.kill()
+    result = run.wait(400)
+    assert result["final"] == EPOCHS * STEPS_PER_EPOCH
+    assert result["start"] == STEPS_PER_EPOCH  # the epoch's end backup before the loss
+    assert not run.events.events(CheckpointSaved)
+    assert [e.cause for e in run.events.events(AttemptEnded)] == ["lost"]

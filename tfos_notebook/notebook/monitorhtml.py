@@ -33,6 +33,14 @@ def header_html(view: RunView, now: float | None = None) -> str:
             f"{attempt}</span>{mlflow_html(view)}")
 
 
+def attempts_html(view: RunView) -> str:
+    """The run's attempts (decommission notices, checkpoints, relaunches), empty for a run of one."""
+    if not view.attempts:
+        return ""
+    items = "".join(f"<li>{html.escape(line)}</li>" for line in view.attempts)
+    return f'<ul class="tfos-attempts" style="margin:2px 0;padding-left:18px;color:#92400e">{items}</ul>'
+
+
 def mlflow_html(view: RunView) -> str:
     """The run's MLflow run: a link to its page (its id where no UI serves the store), or what went
     wrong with it; empty for a run not logged to MLflow."""
@@ -121,7 +129,8 @@ def run_curves_html(view: RunView) -> str:
 def snapshot_html(view: RunView) -> str:
     """The ended run as static HTML (no widget needed): what a saved notebook keeps of it."""
     return (f'<div class="tfos-snapshot" data-run-id="{html.escape(view.run_id)}">'
-            f"<div>{header_html(view)}</div>{progress_html(view)}{findings_html(view)}{tasks_html(view)}"
+            f"<div>{header_html(view)}</div>{attempts_html(view)}{progress_html(view)}{findings_html(view)}"
+            f"{tasks_html(view)}"
             f"{run_curves_html(view)}"
             f"{logs_html(view)}</div>")
 

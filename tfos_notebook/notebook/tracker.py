@@ -16,6 +16,9 @@ from typing import TYPE_CHECKING, Any
 import psutil
 
 from ..runtime.driver.events import (
+    AttemptEnded,
+    CheckpointSaved,
+    Decommissioning,
     Event,
     FindingRaised,
     LaunchSubmitted,
@@ -30,6 +33,7 @@ from ..runtime.driver.insight import PaceBoard, Progress
 from ..runtime.wire.plan import node_name
 from ..state import registry
 from ..state.registry import RunRecord
+from .view import attempt_line
 
 if TYPE_CHECKING:
     from ..runtime.driver.launch import Run
@@ -103,6 +107,9 @@ class RunTracker:
             self._update(throttle=True, pace=pace_record(self._paces.progress()))
         elif isinstance(event, LaunchSubmitted) and event.attempt:
             self._paces.reset()
+            self._update(attempts=(*self.record.attempts, attempt_line(event)))
+        elif isinstance(event, (Decommissioning, CheckpointSaved, AttemptEnded)):
+            self._update(attempts=(*self.record.attempts, attempt_line(event)))
         elif isinstance(event, Step):
             changes: dict[str, Any] = {"step": event.step}
             if "loss" in event.metrics:

@@ -12,7 +12,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..runtime.driver.events import (
+    AttemptEnded,
+    CheckpointSaved,
     ClusterReady,
+    Decommissioning,
     Event,
     FeedPlanned,
     FindingRaised,
@@ -106,6 +109,7 @@ class RunView:
         self.input_mode = ""  # "spark" once data is fed: the nodes' wait for it is measured
         self.paces = PaceBoard()
         self.running_at: float | None = None
+        self.attempts: list[str] = []  # the run's relaunches, a line each (attempt_line)
 
     def progress(self) -> Progress | None:
         """The run's pace (rates, how far, ETA; the totals once ended), None before any node timed a step."""
@@ -152,6 +156,8 @@ class RunView:
             if isinstance(e, RunFinished):
                 self.error, self.finished_at = e.error, e.t
         elif isinstance(e, LaunchSubmitted):
+            if e.attempt:
+                self.attempts.append(attempt_line(e))
             self.requested, self.attempt = e.num_tasks, e.attempt
             if e.attempt:
                 self.paces.reset()
@@ -192,6 +198,23 @@ class RunView:
             self.feed_path = e.path
         elif isinstance(e, MlflowRun):
             self.mlflow = e
+        elif isinstance(e, (Decommissioning, CheckpointSaved, AttemptEnded)):
+            self.attempts.append(attempt_line(e))
+
+
+CAUSES = {"decommission": "its executor decommissioned", "lost": "a node was lost", "memory": "a node ran out of memory"}
+
+
+def attempt_line(e: LaunchSubmitted | Decommissioning | CheckpointSaved | AttemptEnded) -> str:
+    """One line of the run's attempts (the monitor lists them; the runs sidebar shows them too)."""
+    if isinstance(e, Decommissioning):
+        return f"executor {e.executor_id} on {e.host} is decommissioning ({', '.join(e.nodes)})"
+    if isinstance(e, CheckpointSaved):
+        return f"checkpoint saved at step {e.step}, {e.seconds:.1f}s after the notice"
+    if isinstance(e, AttemptEnded):
+        resumed = f", resumed from step {e.step}" if e.step is not None else ", resumed from the last checkpoint"
+        return f"attempt {e.attempt + 1} ({e.workers} training nodes) ended: {CAUSES.get(e.cause, e.cause)}{resumed}"
+    return f"attempt {e.attempt + 1}: {e.num_tasks} nodes ({', '.join(e.roles)})"
 
 
 def format_gpus(row: TaskRow) -> str:

@@ -62,6 +62,7 @@ class RunRecord:
             ``examples_per_sec`` in total, and where the nodes say how far they are ``fraction``
             (0..1), ``eta`` (seconds), ``epoch`` (from 1) and ``epochs``; once ended, the totals
             (``steps``, ``examples``) and the average rates. Empty before any node timed a step.
+        attempts: the run's relaunches and what led to them, a line each (``view.attempt_line``).
     """
 
     run_id: str
@@ -96,6 +97,7 @@ class RunRecord:
     mlflow_tracking_uri: str | None = None
     mlflow_error: str | None = None
     pace: dict[str, float] = field(default_factory=dict)
+    attempts: tuple[str, ...] = ()
 
     @property
     def ended(self) -> bool:
@@ -109,6 +111,7 @@ class RunRecord:
         out["roles"] = list(self.roles)
         out["model_dir_unshared"] = list(self.model_dir_unshared)
         out["curve"] = [list(p) for p in self.curve]
+        out["attempts"] = list(self.attempts)
         return out
 
     @classmethod
@@ -117,6 +120,7 @@ class RunRecord:
         data = {k: v for k, v in data.items() if k in known}  # a newer writer's extra fields
         data["roles"] = tuple(data.get("roles") or ())
         data["model_dir_unshared"] = tuple(data.get("model_dir_unshared") or ())
+        data["attempts"] = tuple(data.get("attempts") or ())
         data["curve"] = tuple((int(step), float(loss)) for step, loss in data.get("curve") or ())
         return cls(**data)
 
