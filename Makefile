@@ -27,7 +27,7 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 # sources again (21 s instead of 7 here), and every node, kernel and test pays it.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: demo test test-stacks stacks fuse check lint venv clean bench bench-connect bench-feed bench-tensorboard bench-kernel bench-scale bench-mlflow labext ui-deps chromium lab
+.PHONY: demo test test-stacks stacks fuse check lint venv clean bench bench-connect bench-feed bench-tensorboard bench-kernel bench-scale bench-mlflow bench-decommission labext ui-deps chromium lab
 
 $(PY):
 	$(PYTHON) -m venv --without-pip $(VENV)
@@ -129,6 +129,9 @@ bench-scale: $(TEST_STAMP)
 
 bench-mlflow: $(STAMP)
 	$(PY) bench/mlflow_overhead.py
+
+bench-decommission: $(TEST_STAMP)
+	$(PY) bench/decommission.py --plot docs/decommission_benchmark.png
 
 clean:
 	rm -rf $(VENV) .stacks build dist .pytest_cache node_modules labextension/ui-tests/node_modules \

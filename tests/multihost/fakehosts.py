@@ -270,7 +270,8 @@ class FakeHosts:
     def _env(self, ip: str) -> dict[str, str]:
         env = dict(os.environ)
         env.update(SPARK_HOME=spark_home(), SPARK_LOCAL_IP=ip, SPARK_NO_DAEMONIZE="1",
-                   PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+                   PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
+                   SPARK_WORKER_OPTS="-Dspark.decommission.enabled=true")  # a worker sent SIGPWR decommissions
         env.pop("TFOS_NOTEBOOK_STATE_DIR", None)  # each host and driver keeps its state in its own /tmp
         return env
 
@@ -302,6 +303,7 @@ class FakeHosts:
             "spark.driver.bindAddress": MASTER_IP,
             "spark.ui.enabled": "false",
             "spark.ui.showConsoleProgress": "false",
+            "spark.decommission.enabled": "true",
         }
         if self.gpus and gpus_per_task:
             conf["spark.executor.resource.gpu.amount"] = str(min(self.gpus, gpus_per_task * self.cores))

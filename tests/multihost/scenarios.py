@@ -12,6 +12,8 @@ import time
 
 from fakehosts import VOLUME
 
+from tfos_notebook.runtime.wire.timeouts import Deadline
+
 
 def session():
     from pyspark.sql import SparkSession
@@ -138,6 +140,43 @@ def chaos() -> None:
            findings=[{"code": f.code, "text": f.describe()} for f in run.diagnose()], hosts=hosts)
 
 
+def decommission() -> None:
+    """tf-keras under MultiWorkerMirroredStrategy on both hosts, backed up on the volume: prints
+    READY mid-epoch, waits for the test to decommission a host's worker (a line on stdin), then
+    reports how the run went on (with one worker: ``min_workers=1``)."""
+    from pyspark import cloudpickle
+
+    from tfos_notebook import Run
+    from tfos_notebook.runtime.driver.events import AttemptEnded, CheckpointSaved, LaunchSubmitted, Pace
+
+    sys.path.insert(0, os.path.join(os.path.dirname(EXAMPLES), "tests", "runtime"))
+    import test_decommission as programs  # its node function: a small Keras model, ctx.callbacks()
+
+    cloudpickle.register_pickle_by_value(programs)
+    model_dir = f"{VOLUME}/decommission-{os.getpid()}-{time.time_ns()}"
+    run = Run(session(), programs.keras_mwms, {"step_secs": 0.05}, 2, model_dir=model_dir, retries=0,
+              min_workers=1, replacement_grace=3.0, name="decommission").start()
+    ready = Deadline(240).wait_until(lambda: any(
+        e.steps >= programs.STEPS_PER_EPOCH + 5 for e in run.events.events(Pace) if e.role == "chief"), interval=0.05)
+    if not ready:
+        print(f"NOT READY: {run.state}; error: {run.error}", flush=True)
+        run.stop()
+        return
+    hosts = {f"{n.role}:{n.index}": n.where for n in run.nodes}
+    print(f"READY {run.run_id} {json.dumps(hosts)}", flush=True)
+    sys.stdin.readline()
+    error = result = None
+    try:
+        result = run.wait(400)
+    except Exception as e:
+        error = f"{type(e).__name__}: {e}"
+    report(run_id=run.run_id, error=error, result=result, hosts=hosts,
+           saved=[[e.step, e.seconds] for e in run.events.events(CheckpointSaved)],
+           ended=[[e.cause, e.workers, e.step] for e in run.events.events(AttemptEnded)],
+           launches=[e.num_tasks for e in run.events.events(LaunchSubmitted)],
+           findings=[{"code": f.code, "text": f.describe()} for f in run.diagnose()])
+
+
 def run_notebook(name: str, **env: str) -> list:
     """Execute example notebook ``name`` in a fresh kernel (on this driver's host); returns its cells."""
     import nbformat
@@ -255,4 +294,4 @@ EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.
 
 if __name__ == "__main__":
     {"storage": storage, "chaos": chaos, "notebooks": notebooks, "profile": profile,
-     "keras3_volume": keras3_volume}[sys.argv[1]]()
+     "keras3_volume": keras3_volume, "decommission": decommission}[sys.argv[1]]()

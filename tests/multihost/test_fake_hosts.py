@@ -96,9 +96,10 @@ def test_local_dirs_are_told_apart_from_shared_ones_and_dbfs_paths_reach_tensorf
         "mounted there" in missing["error"] and "keep the files in a Unity Catalog volume" in missing["error"]
 
 
-def chaos_run(hosts: FakeHosts, act) -> dict:
-    """Start the chaos scenario, apply ``act(run_id, host of worker:0)`` mid-run, and return its result."""
-    driver = hosts.driver([SCENARIOS, "chaos"])
+def chaos_run(hosts: FakeHosts, act, scenario: str = "chaos") -> dict:
+    """Start ``scenario`` (one that prints READY mid-run), apply ``act(run_id, host of worker:0)``
+    then, and return its result."""
+    driver = hosts.driver([SCENARIOS, scenario])
     try:
         line, end = "", time.monotonic() + 240
         while time.monotonic() < end and not line.startswith(("READY ", "NOT READY")):
@@ -184,6 +185,23 @@ def test_keras3_checkpoints_backup_and_export_reach_the_volume_as_a_volume_takes
     assert {"model/ckpt-0001.weights.h5", "model/ckpt-0002.weights.h5"} <= set(files), files
     assert "model/export/saved_model.pb" in files, files
     assert any(f.startswith("logs/") and "chief_0" in f and "events.out.tfevents" in f for f in files), files
+
+
+def test_a_decommissioned_host_checkpoints_and_the_run_goes_on_on_the_other(hosts):
+    """SIGPWR to the worker of worker:0's host mid-epoch (as a cloud's spot notice): both nodes save
+    at one step on the volume, and the run finishes on the other host alone (``min_workers=1``),
+    resuming at that step. The host's worker stays decommissioned: this test comes last of those
+    that launch."""
+    result = chaos_run(hosts, lambda run_id, host: hosts.host(host).find("deploy.worker.Worker")[0].send_signal(
+        signal.SIGPWR), "decommission")
+    assert result["error"] is None, result
+    (step, secs), = result["saved"]
+    assert 30 < step < 60 and secs < 5.0, result["saved"]
+    assert result["result"] == {"final": 120, "start": step, "workers": 1, "attempt": 1}
+    assert result["ended"] == [["decommission", 2, step]] and result["launches"] == [2, 1]
+    noticed = [f["text"] for f in result["findings"] if f["code"] == "executor_decommissioning"]
+    assert noticed and result["victim"] in noticed[0]
+    assert not left_on_hosts(hosts, result["run_id"])
 
 
 def test_nothing_a_run_wrote_to_the_volume_was_refused_by_its_volume_like_mount(hosts):

@@ -133,12 +133,13 @@ def test_keras_mwms_saves_at_one_step_and_resumes_there(local_spark, tmp_path, m
     assert run.results["worker:0"]["start"] == step
     ended = run.events.events(AttemptEnded)
     assert [(e.attempt, e.cause, e.step, e.workers) for e in ended] == [(0, "decommission", step, 2)]
-    assert "host-b" in run.events.events(Decommissioning)[0].host
+    where = run.events.events(Decommissioning)[0].host
+    assert where == run.nodes[0].where  # the node's host by name and address, rather than Spark's worker host
     codes = [e.finding.code for e in run.events.events(FindingRaised)]
     assert "executor_decommissioning" in codes and "decommission_checkpoint" in codes
     # shown: the monitor (widget and saved snapshot) and the sidebar's record list the attempts
     assert view.attempts == [
-        "executor driver on host-b is decommissioning (chief:0, worker:0)",
+        f"executor driver on {where} is decommissioning (chief:0, worker:0)",
         f"checkpoint saved at step {step}, {saved[0].seconds:.1f}s after the notice",
         f"attempt 1 (2 training nodes) ended: its executor decommissioned, resumed from step {step}",
         "attempt 2: 2 nodes (chief:0, worker:0)"]

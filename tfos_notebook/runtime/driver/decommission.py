@@ -75,7 +75,7 @@ class Decommission:
             parts = []
             for executor_id, host in sorted(leaving.items()):
                 nodes = tuple(nd.name for nd in self.coord.nodes if nd.executor_id == executor_id)
-                where = host or next((nd.where for nd in self.coord.nodes if nd.executor_id == executor_id), "")
+                where = next((nd.where for nd in self.coord.nodes if nd.executor_id == executor_id), host)
                 self.events.publish(Decommissioning(self.coord.run_id, executor_id=executor_id, host=where,
                                                     nodes=nodes))
                 parts.append(f"executor {executor_id} on {where} (nodes {', '.join(nodes)}) is decommissioning")
