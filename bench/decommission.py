@@ -1,8 +1,8 @@
 """What a decommission notice saves: steps lost and wall time when an executor leaves mid-run.
 
 A real standalone cluster of 3 one-core workers on 127.0.0.1 with graceful decommission on, and a
-2-node tf-keras run (MultiWorkerMirroredStrategy, 4 epochs of 30 steps, ``ctx.callbacks()``: its
-backup at every epoch's end). At a random step of the second or third epoch the worker hosting
+2-node tf-keras run (``tfos_notebook.examples.elastic``: MultiWorkerMirroredStrategy, 4 epochs of 30
+steps of ``--step-secs`` each, ``ctx.callbacks()``: its backup at every epoch's end). At a random step of the second or third epoch the worker hosting
 ``worker:0``'s executor is told to leave, in two ways that alternate, with the same random steps:
 
 - ``notice``: this project's way: SIGPWR to that worker (Spark's graceful decommission); the nodes
@@ -12,7 +12,7 @@ backup at every epoch's end). At a random step of the second or third epoch the 
   as the cloud takes the node at the end of its notice without the trainer acting on it), and the
   run is relaunched from its last periodic checkpoint (the epoch's end backup) with ``retries``.
 
-Each node's function writes the step it finished to a file per attempt; ``steps lost`` is how many
+Each node writes the step it finished to a file per attempt; ``steps lost`` is how many
 of the steps the first attempt ran were run again (its last step less the step the second attempt
 resumed at), ``wall s`` the whole run, ``after s`` from the notice (or the kill) to the run's end.
 Prints every run, then the medians of each way and the ratios. A replacement worker is started
@@ -42,45 +42,6 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-STEPS_PER_EPOCH, EPOCHS = 30, 4
-
-
-def train(args, ctx):
-    """tf-keras MWMS, ``ctx.callbacks()``; the finished step of each batch written to
-    ``<trace>/<attempt>-<node>``. Returns the optimizer's final step and the step it began at."""
-    import os
-    import time
-
-    import numpy as np
-    import tensorflow as tf
-
-    strategy = tf.distribute.MultiWorkerMirroredStrategy()
-    with strategy.scope():
-        model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(8, activation="relu"),
-                                     tf.keras.layers.Dense(1)])
-        model.compile(optimizer="sgd", loss="mse")
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(args["steps_per_epoch"] * 8, 4)).astype("float32")
-    y = rng.normal(size=(args["steps_per_epoch"] * 8, 1)).astype("float32")
-    options = tf.data.Options()
-    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-    data = tf.data.Dataset.from_tensor_slices((x, y)).batch(8).repeat().with_options(options)
-    trace = os.path.join(args["trace"], f"{ctx.attempt}-{ctx.job_name}{ctx.task_index}")
-    seen = {}
-
-    class Trace(tf.keras.callbacks.Callback):
-        def on_train_batch_end(self, batch, logs=None):
-            step = int(self.model.optimizer.iterations.numpy())
-            seen.setdefault("start", step - 1)
-            with open(trace, "w") as f:
-                f.write(str(step))
-            time.sleep(args["step_secs"])
-
-    model.fit(data, epochs=args["epochs"], steps_per_epoch=args["steps_per_epoch"], verbose=0,
-              callbacks=[*ctx.callbacks(checkpoint=False), Trace()])
-    return {"final": int(model.optimizer.iterations.numpy()), "start": seen.get("start", 0)}
-
-
 def executor_process(app_id: str, executor_id: str) -> psutil.Process:
     for proc in psutil.process_iter(["cmdline"]):
         cmd = proc.info["cmdline"] or []
@@ -92,10 +53,11 @@ def executor_process(app_id: str, executor_id: str) -> psutil.Process:
 
 def one_run(spark, cluster, way: str, at_step: int, step_secs: float) -> dict:
     from tfos_notebook import Run
+    from tfos_notebook.examples.elastic import train
     from tfos_notebook.runtime.driver.events import CheckpointSaved, Registered
 
     trace = tempfile.mkdtemp(prefix="tfos-bench-decommission-")
-    args = {"trace": trace, "steps_per_epoch": STEPS_PER_EPOCH, "epochs": EPOCHS, "step_secs": step_secs}
+    args = {"trace": trace, "step_secs": step_secs}
     run = Run(spark, train, args, 2, model_dir=os.path.join(trace, "model"), retries=1, replacement_grace=30.0)
     acted: dict = {}
 
@@ -133,13 +95,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pairs", type=int, default=3)
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--step-secs", type=float, default=0.05)
+    parser.add_argument("--step-secs", type=float, default=0.2)
     parser.add_argument("--plot", default="")
     opts = parser.parse_args()
 
     from pyspark.sql import SparkSession
 
     from tfos_notebook.devcluster import StandaloneCluster
+    from tfos_notebook.examples.elastic import STEPS_PER_EPOCH
     from tfos_notebook.runtime.driver.spark import backend_for
     from tfos_notebook.runtime.driver.spark.standalone import master_state
     from tfos_notebook.runtime.wire.timeouts import Deadline

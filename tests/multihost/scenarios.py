@@ -144,20 +144,15 @@ def decommission() -> None:
     """tf-keras under MultiWorkerMirroredStrategy on both hosts, backed up on the volume: prints
     READY mid-epoch, waits for the test to decommission a host's worker (a line on stdin), then
     reports how the run went on (with one worker: ``min_workers=1``)."""
-    from pyspark import cloudpickle
-
     from tfos_notebook import Run
+    from tfos_notebook.examples import elastic
     from tfos_notebook.runtime.driver.events import AttemptEnded, CheckpointSaved, LaunchSubmitted, Pace
 
-    sys.path.insert(0, os.path.join(os.path.dirname(EXAMPLES), "tests", "runtime"))
-    import test_decommission as programs  # its node function: a small Keras model, ctx.callbacks()
-
-    cloudpickle.register_pickle_by_value(programs)
     model_dir = f"{VOLUME}/decommission-{os.getpid()}-{time.time_ns()}"
-    run = Run(session(), programs.keras_mwms, {"step_secs": 0.05}, 2, model_dir=model_dir, retries=0,
+    run = Run(session(), elastic.train, {"step_secs": 0.05}, 2, model_dir=model_dir, retries=0,
               min_workers=1, replacement_grace=3.0, name="decommission").start()
     ready = Deadline(240).wait_until(lambda: any(
-        e.steps >= programs.STEPS_PER_EPOCH + 5 for e in run.events.events(Pace) if e.role == "chief"), interval=0.05)
+        e.steps >= elastic.STEPS_PER_EPOCH + 5 for e in run.events.events(Pace) if e.role == "chief"), interval=0.05)
     if not ready:
         print(f"NOT READY: {run.state}; error: {run.error}", flush=True)
         run.stop()

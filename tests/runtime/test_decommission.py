@@ -12,9 +12,12 @@ import time
 
 import psutil
 import pytest
+from mlflow.tracking import MlflowClient
 
 from tfos_notebook import Run
 from tfos_notebook.devcluster import StandaloneCluster
+from tfos_notebook.examples.elastic import EPOCHS, STEPS_PER_EPOCH
+from tfos_notebook.examples.elastic import train as keras_mwms
 from tfos_notebook.notebook.monitorhtml import snapshot_html
 from tfos_notebook.notebook.tracker import track
 from tfos_notebook.notebook.view import RunView
@@ -31,46 +34,6 @@ from tfos_notebook.runtime.driver.spark import backend_for
 from tfos_notebook.runtime.driver.spark.standalone import master_state
 from tfos_notebook.runtime.wire.timeouts import Deadline
 from tfos_notebook.state import registry
-
-STEPS_PER_EPOCH = 30
-EPOCHS = 4
-
-
-def keras_mwms(args, ctx):
-    """A small model trained with tf-keras under MultiWorkerMirroredStrategy, ``ctx.callbacks()``
-    backing it up; each step sleeps ``args["step_secs"]`` so that a notice lands mid-epoch.
-    Returns the optimizer's final step count, the step it resumed at and the workers it ran with."""
-    import time
-
-    import numpy as np
-    import tensorflow as tf
-
-    strategy = tf.distribute.MultiWorkerMirroredStrategy()
-    with strategy.scope():
-        model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(8, activation="relu"),
-                                     tf.keras.layers.Dense(1)])
-        model.compile(optimizer="sgd", loss="mse")
-    rng = np.random.default_rng(0)
-    x, y = rng.normal(size=(STEPS_PER_EPOCH * 8, 4)).astype("float32"), rng.normal(size=(STEPS_PER_EPOCH * 8, 1))
-    data = tf.data.Dataset.from_tensor_slices((x, y.astype("float32"))).batch(8).repeat()
-    options = tf.data.Options()
-    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-    data = data.with_options(options)
-
-    class Slow(tf.keras.callbacks.Callback):
-        def on_train_batch_end(self, batch, logs=None):
-            time.sleep(args["step_secs"])
-
-    start = {}
-
-    class Start(tf.keras.callbacks.Callback):  # after the backup's restore
-        def on_train_batch_begin(self, batch, logs=None):
-            start.setdefault("step", int(self.model.optimizer.iterations.numpy()))
-
-    model.fit(data, epochs=EPOCHS, steps_per_epoch=STEPS_PER_EPOCH, verbose=0,
-              callbacks=[*ctx.callbacks(checkpoint=False), Start(), Slow()])
-    return {"final": int(model.optimizer.iterations.numpy()), "start": start["step"], "workers": ctx.num_workers,
-            "attempt": ctx.attempt}
 
 
 def custom_loop(args, ctx):
@@ -94,6 +57,31 @@ def custom_loop(args, ctx):
     return {"final": int(step.numpy()), "start": start, "attempt": ctx.attempt}
 
 
+def keras_fed(args, ctx):
+    """InputMode.SPARK: each node fits its own small model on what Spark feeds it (``ctx.dataset``,
+    an epoch of unknown length), ``ctx.callbacks()`` backing it up; returns the epochs it ran and
+    the rows it took in this attempt."""
+    import time
+
+    import tensorflow as tf
+
+    model = tf.keras.Sequential([tf.keras.Input((1,)), tf.keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    seen = {"rows": 0, "epochs": []}
+
+    class Count(tf.keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            seen["epochs"].append(epoch)
+
+        def on_train_batch_end(self, batch, logs=None):
+            seen["rows"] += 10
+            time.sleep(args["step_secs"])
+
+    model.fit(ctx.dataset(10, features="x", label="y"), epochs=args["epochs"], verbose=0,
+              callbacks=[Count(), *ctx.callbacks(checkpoint=False)])
+    return {"epochs": seen["epochs"], "rows": seen["rows"], "attempt": ctx.attempt}
+
+
 def _notice_when(run, ready) -> dict:
     """Have the run's backend report the executor of the chief as decommissioning once ``ready()``."""
     said: dict = {}
@@ -114,9 +102,10 @@ def _steps(run) -> int:
     return max((e.steps for e in run.events.events(Pace) if e.role == "chief"), default=0)
 
 
-def test_keras_mwms_saves_at_one_step_and_resumes_there(local_spark, tmp_path, monkeypatch):
+def test_keras_mwms_saves_at_one_step_and_resumes_there(local_spark, tmp_path, monkeypatch, sqlite_tracking):
     monkeypatch.setenv("TFOS_NOTEBOOK_STATE_DIR", str(tmp_path / "state"))  # the runs registry of this test
-    run = Run(local_spark.sparkContext, keras_mwms, {"step_secs": 0.05}, 2, model_dir=str(tmp_path), retries=0)
+    run = Run(local_spark.sparkContext, keras_mwms, {"step_secs": 0.05}, 2, model_dir=str(tmp_path), retries=0,
+              mlflow=True)
     said = _notice_when(run, lambda: _steps(run) >= STEPS_PER_EPOCH + 5)  # mid-way through the second epoch
     view = RunView(run.name, run.run_id)
     run.events.subscribe(view.apply)
@@ -146,6 +135,14 @@ def test_keras_mwms_saves_at_one_step_and_resumes_there(local_spark, tmp_path, m
     assert all(html.escape(line) in snapshot_html(view) for line in view.attempts)
     tracking.stop()
     assert list(registry.get_run(run.run_id).attempts) == view.attempts
+    # tracked: the MLflow run's epochs once each, across the two attempts, and how the first ended
+    client = MlflowClient(sqlite_tracking)
+    assert run.tracking.wait(60)
+    logged = client.get_run(run.tracking.mlflow_run_id)
+    assert [m.step for m in client.get_metric_history(logged.info.run_id, "loss")] == [1, 2, 3, 4]
+    assert logged.data.tags["tfos.attempts"] == "2"
+    assert logged.data.tags["tfos.attempt.1"].startswith("decommission, 2 training nodes: executor driver")
+    assert logged.data.tags["tfos.attempt.1"].endswith(f"resumed from step {step}")
 
 
 def test_a_custom_loop_saves_through_step_boundary(local_spark, tmp_path):
@@ -156,6 +153,21 @@ def test_a_custom_loop_saves_through_step_boundary(local_spark, tmp_path):
     step = run.events.events(CheckpointSaved)[0].step
     assert result == {"final": 60, "start": step, "attempt": 1}
     assert run.results["worker:0"]["start"] == step
+
+
+def test_a_fed_run_resumes_at_the_start_of_its_checkpoints_epoch(local_spark, tmp_path):
+    """InputMode.SPARK, in-stage: the relaunched attempt is fed again from the first epoch, and
+    Keras (an epoch of unknown length: the backup keeps the epoch) resumes at the start of the
+    checkpoint's epoch: that epoch's rows before the checkpoint are the ones taken twice."""
+    df = local_spark.createDataFrame([(float(i), 2.0 * i) for i in range(200)], "x double, y double")
+    run = Run(local_spark.sparkContext, keras_fed, {"step_secs": 0.1, "epochs": 4}, 1, model_dir=str(tmp_path),
+              retries=0, input_mode="spark")
+    _notice_when(run, lambda: _steps(run) >= 25)  # 20 batches an epoch: in the second
+    result = run.start(df, epochs=4).wait(300)
+    step = run.events.events(CheckpointSaved)[0].step
+    assert 20 < step < 40
+    assert result["attempt"] == 1 and result["epochs"] == [1, 2, 3]  # the checkpoint's epoch again, then the rest
+    assert result["rows"] == 3 * 200
 
 
 @pytest.fixture(scope="module")

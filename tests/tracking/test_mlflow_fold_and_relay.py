@@ -8,6 +8,7 @@ import os
 import pytest
 
 from tfos_notebook.runtime.driver.events import (
+    AttemptEnded,
     GpuStats,
     LaunchSubmitted,
     MlflowCalled,
@@ -63,6 +64,8 @@ def test_system_samples_count_their_own_steps_per_node():
 
 def test_the_end_adds_the_chiefs_numbers_the_error_and_the_attempts():
     fold = RunFold({})
+    fold.apply(AttemptEnded(RUN, attempt=0, workers=2, cause="decommission", step=51,
+                            detail="executor 1 on host-b (nodes worker:0) is decommissioning"))
     fold.apply(LaunchSubmitted(RUN, num_tasks=2, roles=("chief:0", "worker:0"), attempt=1))
     fold.apply(TensorBoardStarted(RUN, url="http://127.0.0.1:6006/"))
     fold.apply(ModelExported(RUN, task=0, role="chief", index=0, path="/m/export", keras="keras2"))
@@ -70,7 +73,9 @@ def test_the_end_adds_the_chiefs_numbers_the_error_and_the_attempts():
     fold.finish(RunFinished(RUN, state="finished", t=2.0), {"loss": 0.2, "accuracy": 0.9}, dropped=3)
     assert points(fold, "accuracy") == [(7, 0.9)] and points(fold, "final_loss") == [(7, 0.2)]
     assert fold.pending.tags == {"tfos.attempts": "2", "tfos.tensorboard_url": "http://127.0.0.1:6006/",
-                                 "tfos.metric_points_dropped": "3"}
+                                 "tfos.metric_points_dropped": "3", "tfos.attempt.1": (
+                                     "decommission, 2 training nodes: executor 1 on host-b (nodes worker:0) is "
+                                     "decommissioning; resumed from step 51")}
     assert fold.export.path == "/m/export"
     failed = RunFold({})
     failed.finish(RunFinished(RUN, state="failed", error="NodeError: the function failed on worker:0"), None)

@@ -26,6 +26,7 @@ TAG_ROLES = "tfos.roles"
 TAG_SPARK_APP = "tfos.spark_app_id"
 TAG_INPUT_MODE = "tfos.input_mode"
 TAG_ATTEMPTS = "tfos.attempts"
+TAG_ATTEMPT = "tfos.attempt"  # tfos.attempt.1: how attempt 1 ended, when the run was relaunched after it
 TAG_TENSORBOARD = "tfos.tensorboard_url"
 TAG_ERROR = "tfos.error"
 TAG_MODEL_ERROR = "tfos.model_error"

@@ -8,6 +8,7 @@ import logging
 from typing import Any
 
 from ..runtime.driver.events import (
+    AttemptEnded,
     Event,
     GpuStats,
     LaunchSubmitted,
@@ -25,8 +26,8 @@ from .batch import Pending
 log = logging.getLogger(__name__)
 
 #: The events that matter to an MLflow run (steps and relayed calls only from the chief).
-TRACKED = (Step, MlflowCalled, GpuStats, SystemStats, LaunchSubmitted, TensorBoardStarted, ModelExported,
-           Registered, RunFinished)
+TRACKED = (Step, MlflowCalled, GpuStats, SystemStats, LaunchSubmitted, AttemptEnded, TensorBoardStarted,
+           ModelExported, Registered, RunFinished)
 
 
 def millis(t: float) -> int:
@@ -67,6 +68,10 @@ class RunFold:
                          event.t)
         elif isinstance(event, LaunchSubmitted) and event.attempt:
             self.pending.tags[c.TAG_ATTEMPTS] = str(event.attempt + 1)
+        elif isinstance(event, AttemptEnded):
+            resumed = f"; resumed from step {event.step}" if event.step is not None else ""
+            self.pending.tags[f"{c.TAG_ATTEMPT}.{event.attempt + 1}"] = \
+                f"{event.cause}, {event.workers} training nodes: {event.detail}{resumed}"[:c.MAX_TAG_VALUE]
         elif isinstance(event, TensorBoardStarted):
             self.pending.tags[c.TAG_TENSORBOARD] = event.url
         elif isinstance(event, ModelExported):

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from ..wire import messages as m
 from ..wire.plan import FOREGROUND_ROLES
+from ..wire.states import NodeState
 from .coordinator import send_quietly
 from .events import CheckpointSaved, Decommissioning
 from .finding import Finding
@@ -51,6 +52,7 @@ class Decommission:
         self.saves: dict[str, tuple[int, str]] = {}
         self._last_poll = 0.0
         self._named = False
+        self._ended = False
 
     # -- the watch (the supervisor's thread) ------------------------------------------------------
     def poll(self, backend, now: float) -> None:
@@ -60,6 +62,8 @@ class Decommission:
         self._last_poll = now
         if self.noticed_at is not None:
             self._overdue(now)
+            with self.coord.lock:
+                self._all_saved()  # a node that finished meanwhile (nodes without a strategy run apart)
             return
         with self.coord.lock:
             hosting = {nd.executor_id for nd in self.coord.nodes if nd.executor_id and nd.state.live}
@@ -75,7 +79,7 @@ class Decommission:
             parts = []
             for executor_id, host in sorted(leaving.items()):
                 nodes = tuple(nd.name for nd in self.coord.nodes if nd.executor_id == executor_id)
-                where = next((nd.where for nd in self.coord.nodes if nd.executor_id == executor_id), host)
+                where = next((nd.where for nd in self.coord.nodes if nd.executor_id == executor_id), "") or host
                 self.events.publish(Decommissioning(self.coord.run_id, executor_id=executor_id, host=where,
                                                     nodes=nodes))
                 parts.append(f"executor {executor_id} on {where} (nodes {', '.join(nodes)}) is decommissioning")
@@ -124,9 +128,13 @@ class Decommission:
         self.held = []
 
     def _all_saved(self) -> None:
+        """Once every training node saved (or, running apart from the others, finished before it
+        reached the step), the attempt ends: once."""
         training = [nd for nd in self.coord.nodes if nd.role in FOREGROUND_ROLES]
-        if not all(nd.name in self.saves for nd in training):
+        if self._ended or not self.saves or \
+                not all(nd.name in self.saves or nd.state is NodeState.FINISHED for nd in training):
             return
+        self._ended = True
         step = max(s for s, _ in self.saves.values())
         path = next((p for s, p in self.saves.values() if p), "")
         secs = time.monotonic() - (self.noticed_at or time.monotonic())

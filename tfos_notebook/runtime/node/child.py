@@ -156,7 +156,7 @@ def main(argv: list[str]) -> int:
     from . import taskcontext
     from .childorders import follow_orders
     from .pace import Pace
-    from .savepoint import SavePoint
+    from .savepoint import Preempted, SavePoint
 
     preimport = _Preimport()  # TensorFlow, imported while the node registers and the cluster forms
     order = _next_order()
@@ -196,6 +196,9 @@ def main(argv: list[str]) -> int:
         _write_result(result_path, ("ok", *_encoded(value), _type_name(value)))
         return 0
     except BaseException as e:  # report everything, SystemExit and KeyboardInterrupt included
+        if isinstance(e, Preempted):  # saved the decommission checkpoint: the attempt ends (savepoint.py)
+            _write_result(result_path, ("stopped", str(e)))
+            return 0
         if isinstance(e, SystemExit) and e.code in (None, 0):
             _write_result(result_path, ("ok", *_encoded(None), "NoneType"))
             return 0

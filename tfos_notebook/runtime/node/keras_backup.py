@@ -59,19 +59,29 @@ class Backup(tf.keras.callbacks.BackupAndRestore):
 
 class StepBoundary(tf.keras.callbacks.Callback):
     """Meets ``savepoint`` after every step, last of the callbacks (the others have seen the step),
-    saving with ``save`` (``Backup.save_now``, then ``after``: the staged copy's push)."""
+    saving with ``save`` (``Backup.save_now``, then ``after``: the staged copy's push). An epoch's
+    last step is met at the epoch's end instead, once the other callbacks logged the epoch (its
+    report, its TensorBoard summary), so that a checkpoint there loses none of them."""
 
     def __init__(self, savepoint: SavePoint, save: Callable[[], str], after: Callable[[], None] | None) -> None:
         super().__init__()
         self.savepoint, self.save, self.after = savepoint, save, after
         self._supports_tf_logs = True  # the step's logs are never read: no sync with the device for them
-        self._epoch_start = 0
+        self._offset: int | None = None  # the optimizer's step before the epoch's batch 0
 
     def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
-        self._epoch_start = int(self.model.optimizer.iterations.numpy())
+        self._offset = None
 
     def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
-        self.savepoint.boundary(self._epoch_start + batch + 1, self._save)
+        if self._offset is None:  # once an epoch (a resumed epoch's first batch is not batch 0)
+            self._offset = int(self.model.optimizer.iterations.numpy()) - (batch + 1)
+        if batch + 1 != self.params.get("steps"):
+            self.savepoint.boundary(self._offset + batch + 1, self._save)
+
+    def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+        steps = self.params.get("steps")
+        if steps and self._offset is not None:
+            self.savepoint.boundary(self._offset + steps, self._save)
 
     def _save(self) -> str:
         path = self.save()

@@ -28,9 +28,10 @@ OUT_OF_MEMORY = re.compile(r"^(MemoryError\b|.*std::bad_alloc|.*Cannot allocate 
 
 
 def result_message(outcome: tuple | None, exit_code: int, stopped: bool, memory: str = "") -> m.Result:
-    """The ``Result`` for the child's outcome (``("ok", value_bytes, encoding, type_name)`` or ``("error", tb)``);
-    ``memory``: why the node's memory guard, or the kernel, ended the process, if either did."""
-    if stopped:
+    """The ``Result`` for the child's outcome (``("ok", value_bytes, encoding, type_name)``, ``("error", tb)``
+    or ``("stopped", why)``: it saved the decommission checkpoint); ``memory``: why the node's memory
+    guard, or the kernel, ended the process, if either did."""
+    if stopped or (outcome and outcome[0] == "stopped"):
         return m.Result(ok=False, stopped=True, exit_code=exit_code)
     if outcome and outcome[0] == "ok":
         value = outcome[1]

@@ -9,8 +9,11 @@ then are the held loops let go (``SaveGo``). Under MultiWorkerMirroredStrategy t
 most one step apart, and none can finish the step after a held worker's without it, so every worker
 learns the step before it can pass it: all of them save at the end of the same step, as the save's
 collectives need (TensorFlow's ``PreemptionCheckpointHandler`` agrees on its step the same way,
-through its coordination service). After its save a node sends ``Saved`` and waits for the driver,
-which stops the attempt once every training node saved and relaunches the run from the checkpoint.
+through its coordination service). After its save a node sends ``Saved`` and its function ends
+(``Preempted``: the node reports itself stopped, its files flushed as at any end); once every
+training node saved, the driver ends the attempt and relaunches the run from the checkpoint. (A
+node's process that the driver stopped instead would meet TensorFlow's own SIGTERM handler, which a
+multi-worker strategy installs, and be killed only after the stop's grace.)
 """
 
 from __future__ import annotations
@@ -24,12 +27,11 @@ from ..wire.messages import AtBoundary, Message, SaveAtSeen, Saved
 log = logging.getLogger(__name__)
 
 GO_WAIT_SECS = 30.0  # a loop held at its boundary goes on unsaved if the driver has not let it go by then
-STOP_WAIT_SECS = 120.0  # after its save, how long a node waits for the driver to stop it
 
 
 class Preempted(BaseException):
-    """The node saved its decommission checkpoint and the driver never stopped it (see
-    ``STOP_WAIT_SECS``): the function ends here rather than train past its checkpoint."""
+    """The node saved its decommission checkpoint: its function ends here, rather than train
+    past the checkpoint (a BaseException: the function's own ``except Exception`` lets it pass)."""
 
 
 class SavePoint:
@@ -57,9 +59,9 @@ class SavePoint:
 
     # -- the training loop ---------------------------------------------------------------------
     def boundary(self, step: int, save: Callable[[], str | None]) -> None:
-        """Step ``step`` just ended: save with ``save()`` (returning where, or None) and wait to be
-        stopped when this is the agreed step; hold for the agreement at the first boundary after a
-        notice; otherwise return at once (one event read)."""
+        """Step ``step`` just ended: save with ``save()`` (returning where, or None) and end the
+        function (``Preempted``) when this is the agreed step; hold for the agreement at the first
+        boundary after a notice; otherwise return at once (one event read)."""
         if not self.noticed.is_set() or self.saved_at is not None:
             return
         if self.target is None and not self.reported:
@@ -75,7 +77,5 @@ class SavePoint:
         path = save()
         self.saved_at = int(step)
         self.emit(Saved(int(step), path or ""))
-        log.info("decommission checkpoint saved at step %d%s; waiting for the driver", step,
-                 f" in {path}" if path else "")
-        threading.Event().wait(STOP_WAIT_SECS)
-        raise Preempted(f"saved the decommission checkpoint at step {step}; the driver did not stop the node")
+        log.info("decommission checkpoint saved at step %d%s", step, f" in {path}" if path else "")
+        raise Preempted(f"saved the decommission checkpoint at step {step}")
