@@ -7,6 +7,7 @@ decommission a real executor with SIGPWR."""
 from __future__ import annotations
 
 import html
+import os
 import threading
 import time
 
@@ -34,6 +35,7 @@ from tfos_notebook.runtime.driver.spark import backend_for
 from tfos_notebook.runtime.driver.spark.standalone import master_state
 from tfos_notebook.runtime.wire.timeouts import Deadline
 from tfos_notebook.state import registry
+from tfos_notebook.tensorboard.mirror import Mirror
 
 
 def custom_loop(args, ctx):
@@ -98,6 +100,15 @@ def _notice_when(run, ready) -> dict:
     return said
 
 
+def _scalar_steps(logdir, tag: str) -> list[int]:
+    """The steps of ``tag``'s points in every event file of ``logdir``."""
+    import tensorflow as tf
+
+    return [event.step for name in sorted(os.listdir(logdir))
+            for event in tf.compat.v1.train.summary_iterator(os.path.join(logdir, name))
+            for value in event.summary.value if value.tag == tag]
+
+
 def _steps(run) -> int:
     return max((e.steps for e in run.events.events(Pace) if e.role == "chief"), default=0)
 
@@ -110,6 +121,8 @@ def test_keras_mwms_saves_at_one_step_and_resumes_there(local_spark, tmp_path, m
     view = RunView(run.name, run.run_id)
     run.events.subscribe(view.apply)
     tracking = track(run)  # the record the runs sidebar shows
+    mirror = Mirror(str(tmp_path / "mirror"))  # what the run's TensorBoard reads
+    run.set_file_sink(mirror.receive)
     result = run.start().wait(300)
     assert said, "the notice was never given"
     saved = run.events.events(CheckpointSaved)
@@ -135,6 +148,8 @@ def test_keras_mwms_saves_at_one_step_and_resumes_there(local_spark, tmp_path, m
     assert all(html.escape(line) in snapshot_html(view) for line in view.attempts)
     tracking.stop()
     assert list(registry.get_run(run.run_id).attempts) == view.attempts
+    # TensorBoard: the chief's epochs once each across the two attempts' event files
+    assert sorted(_scalar_steps(tmp_path / "mirror" / "chief_0" / "train", "epoch_loss")) == [0, 1, 2, 3]
     # tracked: the MLflow run's epochs once each, across the two attempts, and how the first ended
     client = MlflowClient(sqlite_tracking)
     assert run.tracking.wait(60)

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.skipif(not metadata.version("keras").startswith("3"),
                                 reason="Keras 2 only here (Databricks 14.3): no Keras 3 object can be made")
 
 
-def _launch(legacy_keras: str, holds_model: bool) -> str:
+def _launch(legacy_keras: str, holds_model: bool, body: str = "") -> str:
     code = textwrap.dedent(f"""
         import os
         os.environ.pop("TF_USE_LEGACY_KERAS", None)
@@ -24,6 +24,7 @@ def _launch(legacy_keras: str, holds_model: bool) -> str:
         model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
 
         def main(args, ctx):
+            {body}
             return {"model" if holds_model else "None"}
 
         from tfos_notebook import ConfigError, Run
@@ -51,3 +52,9 @@ def test_a_keras3_model_from_the_notebook_is_refused_for_tf_keras_nodes_with_the
 def test_nodes_told_to_run_keras3_take_it_and_a_function_without_keras_objects_passes():
     assert _launch("False", holds_model=True).startswith("TypeError: expected a SparkContext or a SparkSession")
     assert _launch("None", holds_model=False).startswith("TypeError: expected a SparkContext or a SparkSession")
+
+
+def test_a_function_that_names_tf_keras_in_its_code_is_no_keras3_object():
+    """The names its code uses (``tf.keras.layers.Dense``) are strings in the pickle, not objects."""
+    out = _launch("None", holds_model=False, body="import tensorflow as tf; tf.keras.layers.Dense(1)")
+    assert out.startswith("TypeError: expected a SparkContext or a SparkSession"), out

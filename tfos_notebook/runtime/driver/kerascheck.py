@@ -8,13 +8,16 @@ closure or its args meets Keras 2 code there: it fails deep in a node, as a pick
 or trains on the wrong Keras. The launch refuses it at once instead, naming the object and the fix.
 
 Only when Keras 3 is loaded here does this look: it pickles the function and its args as Spark will
-and reads the modules their objects come from, without running anything.
+and notes the module of every object the pickler meets (an object's class, a class or function
+pickled by reference, a module), without running anything. The names a function's code uses
+(``tf.keras.layers``) are only strings: they name no object and are not read.
 """
 
 from __future__ import annotations
 
-import pickletools
+import io
 import sys
+import types
 from typing import Any
 
 from ...errors import ConfigError
@@ -34,16 +37,22 @@ def keras3_modules(*objs: Any) -> list[str]:
         return []
     from pyspark import cloudpickle
 
+    found: list[str] = []
+
+    class Finder(cloudpickle.Pickler):
+        def reducer_override(self, obj: Any) -> Any:
+            named = obj.__name__ if isinstance(obj, types.ModuleType) else \
+                getattr(obj, "__module__", None) if isinstance(obj, (type, types.FunctionType)) else None
+            for module in (type(obj).__module__, named):
+                if isinstance(module, str) and (module == "keras" or module.startswith("keras.")) \
+                        and module in sys.modules and module not in found:
+                    found.append(module)
+            return super().reducer_override(obj)
+
     try:
-        data = cloudpickle.dumps(objs)
+        Finder(io.BytesIO(), protocol=cloudpickle.DEFAULT_PROTOCOL).dump(objs)
     except Exception:  # Spark's own pickling of the task says what does not pickle
         return []
-    found = []
-    for _, arg, _ in pickletools.genops(data):
-        if isinstance(arg, str):
-            module = arg.split(" ")[0]  # GLOBAL's argument is "module name"
-            if (module == "keras" or module.startswith("keras.")) and module in sys.modules and module not in found:
-                found.append(module)
     return found
 
 

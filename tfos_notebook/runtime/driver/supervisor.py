@@ -231,11 +231,21 @@ class Supervisor:
             if not view.exact or view.free_slots >= len(full) or deadline.expired:
                 break
             deadline.sleep(WATCH_INTERVAL)
-        keep = trainers if view is None or not view.exact or view.free_slots >= len(full) \
-            else max(floor, view.free_slots - (len(full) - trainers))
+        fit = trainers if view is None or not view.exact or view.free_slots >= len(full) \
+            else view.free_slots - (len(full) - trainers)
+        keep = max(floor, fit)
         drop = trainers - keep
         self.roles[:] = full[:len(full) - drop] if drop else full
-        if drop:
+        if fit < floor:
+            self.diagnosis.publish([Finding(
+                code="below_min_workers",
+                cause=f"run {self.name} cannot go on with {floor} training nodes (min_workers): the cluster has "
+                      f"{view.free_slots} free task slots for its {len(full) - trainers + floor} nodes; the relaunch "
+                      f"waits for them, up to its reservation_timeout ({limits.reservation_timeout:.0f}s)",
+                evidence=(f"{view.free_slots} free task slots after {limits.replacement_grace:.0f}s",),
+                remedy="add executors (or wait for the cluster's replacement), or lower min_workers",
+                severity="warning")])
+        elif drop:
             self.diagnosis.publish([Finding(
                 code="run_resized",
                 cause=f"relaunching run {self.name} with {keep} of its {trainers} training nodes: no replacement "
@@ -348,7 +358,9 @@ class Supervisor:
             evidence=(self.decommission.notice, path), remedy="nothing to do", severity="warning")])
         self.lifecycle.transition(RunState.RELAUNCHING)
         self._ending_since = time.monotonic()
-        self.coord.broadcast(m.Stop())
+        # the nodes that saved end by themselves; a stop meeting one in its exit would wait out the
+        # grace (TensorFlow catches SIGTERM under a multi-worker strategy): only the others are stopped
+        self.coord.tell([nd.name for nd in self.coord.nodes if nd.name not in self.decommission.saves], m.Stop())
 
     def savepoint(self, node: NodeRecord, msg: m.Message) -> None:
         self.decommission.handle(node, msg)

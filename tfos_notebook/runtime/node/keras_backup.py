@@ -59,11 +59,12 @@ class Backup(tf.keras.callbacks.BackupAndRestore):
 
 class StepBoundary(tf.keras.callbacks.Callback):
     """Meets ``savepoint`` after every step, last of the callbacks (the others have seen the step),
-    saving with ``save`` (``Backup.save_now``, then ``after``: the staged copy's push). An epoch's
+    saving with ``save`` (``Backup.save_now``, then each of ``after``: the TensorBoard writers' flush,
+    the staged copy's push). An epoch's
     last step is met at the epoch's end instead, once the other callbacks logged the epoch (its
     report, its TensorBoard summary), so that a checkpoint there loses none of them."""
 
-    def __init__(self, savepoint: SavePoint, save: Callable[[], str], after: Callable[[], None] | None) -> None:
+    def __init__(self, savepoint: SavePoint, save: Callable[[], str], after: list[Callable[[], None]]) -> None:
         super().__init__()
         self.savepoint, self.save, self.after = savepoint, save, after
         self._supports_tf_logs = True  # the step's logs are never read: no sync with the device for them
@@ -85,6 +86,6 @@ class StepBoundary(tf.keras.callbacks.Callback):
 
     def _save(self) -> str:
         path = self.save()
-        if self.after is not None:
-            self.after()
+        for then in self.after:
+            then()
         return path

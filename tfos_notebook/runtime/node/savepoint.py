@@ -10,10 +10,11 @@ most one step apart, and none can finish the step after a held worker's without 
 learns the step before it can pass it: all of them save at the end of the same step, as the save's
 collectives need (TensorFlow's ``PreemptionCheckpointHandler`` agrees on its step the same way,
 through its coordination service). After its save a node sends ``Saved`` and its function ends
-(``Preempted``: the node reports itself stopped, its files flushed as at any end); once every
-training node saved, the driver ends the attempt and relaunches the run from the checkpoint. (A
-node's process that the driver stopped instead would meet TensorFlow's own SIGTERM handler, which a
-multi-worker strategy installs, and be killed only after the stop's grace.)
+(``Preempted``): the child reports itself stopped and leaves at once, its own files flushed
+(``child._leave_saved``); once every training node saved, the driver ends the attempt and relaunches
+the run from the checkpoint. (A node's process that the driver stopped instead would meet
+TensorFlow's own SIGTERM handler, which a multi-worker strategy installs, and be killed only after
+the stop's grace.)
 """
 
 from __future__ import annotations

@@ -273,5 +273,6 @@ def keras_callbacks(ctx, pace, tensorboard: bool = True, checkpoint: bool = True
     if backup_cb is not None and ctx._savepoint is not None:  # last: every other callback has seen the step
         from .keras_backup import StepBoundary
 
-        callbacks.append(StepBoundary(ctx._savepoint, backup_cb.save_now, staged.push if staged else None))
+        after = [FlushOnEpoch(board)._flush] if tensorboard else []  # the node's process ends after the save
+        callbacks.append(StepBoundary(ctx._savepoint, backup_cb.save_now, [*after, *([staged.push] if staged else [])]))
     return callbacks
