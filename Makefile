@@ -82,7 +82,8 @@ test: $(TEST_STAMP) labext ui-deps fuse stacks
 # where (stacks/table.py, docs/databricks.md), which fails the target if anything failed.
 STACKS ?= dbr-14.3-lts-ml-cpu dbr-15.4-lts-ml-cpu dbr-16.4-lts-ml-cpu dbr-17.3-lts-ml-cpu
 STACK_TESTS := tests/stacks tests/feed/test_codec.py tests/notebook/test_run_views.py tests/runtime/test_versions.py \
-	tests/runtime/test_keras_check.py
+	tests/runtime/test_keras_check.py tests/runtime/test_savepoint.py tests/runtime/test_resize.py \
+	tests/runtime/test_decommission.py::test_keras_mwms_saves_at_one_step_and_resumes_there
 
 $(UV): | $(PY)
 	PIP_ROOT_USER_ACTION=ignore $(PYTHON) -m pip install -q --target $(VENV)/uv uv

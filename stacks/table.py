@@ -27,6 +27,8 @@ COLUMNS = {
     "Keras": [("tests/stacks/test_stack.py", "test_keras_"), ("tests/runtime/test_keras_check.py", "")],
     "feed (Arrow)": [("tests/feed/test_codec.py", "")],
     "floors": [("tests/runtime/test_versions.py", "")],
+    "spot (decommission)": [("tests/runtime/test_decommission.py", "test_keras_mwms_"),
+                            ("tests/runtime/test_savepoint.py", ""), ("tests/runtime/test_resize.py", "")],
 }
 
 

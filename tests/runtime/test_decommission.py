@@ -113,8 +113,10 @@ def _steps(run) -> int:
     return max((e.steps for e in run.events.events(Pace) if e.role == "chief"), default=0)
 
 
-def test_keras_mwms_saves_at_one_step_and_resumes_there(local_spark, tmp_path, monkeypatch, sqlite_tracking):
+def test_keras_mwms_saves_at_one_step_and_resumes_there(local_spark, tmp_path, monkeypatch):
     monkeypatch.setenv("TFOS_NOTEBOOK_STATE_DIR", str(tmp_path / "state"))  # the runs registry of this test
+    store = f"file://{tmp_path}/mlruns"  # a store every runtime's MLflow has (mlflow-skinny: no sqlite)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", store)
     run = Run(local_spark.sparkContext, keras_mwms, {"step_secs": 0.05}, 2, model_dir=str(tmp_path), retries=0,
               mlflow=True)
     said = _notice_when(run, lambda: _steps(run) >= STEPS_PER_EPOCH + 5)  # mid-way through the second epoch
@@ -151,7 +153,7 @@ def test_keras_mwms_saves_at_one_step_and_resumes_there(local_spark, tmp_path, m
     # TensorBoard: the chief's epochs once each across the two attempts' event files
     assert sorted(_scalar_steps(tmp_path / "mirror" / "chief_0" / "train", "epoch_loss")) == [0, 1, 2, 3]
     # tracked: the MLflow run's epochs once each, across the two attempts, and how the first ended
-    client = MlflowClient(sqlite_tracking)
+    client = MlflowClient(store)
     assert run.tracking.wait(60)
     logged = client.get_run(run.tracking.mlflow_run_id)
     assert [m.step for m in client.get_metric_history(logged.info.run_id, "loss")] == [1, 2, 3, 4]
