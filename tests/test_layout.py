@@ -289,6 +289,9 @@ THIRD_PARTY_PRIVATES = {
     # A node's process forked from its Python worker leaves as an interpreter would, but never
     # through the worker's stack or exit handlers (runtime/node/forked.py).
     ("runtime/node/forked.py", "_exit"): "os: a forked process's exit, past its parent's frames and handlers",
+    ("runtime/node/child.py", "_exit"): "os: a node leaving after its decommission checkpoint, past TensorFlow's teardown",
+    # tf-keras keeps its backup's epoch only there (runtime/node/keras_backup.py).
+    ("runtime/node/keras_backup.py", "_ckpt_saved_epoch"): "tf-keras: the backup's epoch, set back to resume an epoch",
     ("runtime/node/forked.py", "_clear"): "atexit: the worker's exit handlers, dropped in its forked process",
     ("runtime/node/forked.py", "_run_exitfuncs"): "atexit: the forked process's own exit handlers, run at its end",
     ("runtime/node/forked.py", "_shutdown"): "threading: an interpreter's wait for its threads, as multiprocessing's children call it",

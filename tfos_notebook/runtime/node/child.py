@@ -218,8 +218,7 @@ def _leave_saved(ctx, pace) -> None:
     the exception's traceback holds) and TensorFlow's teardown wait for peers that are already gone,
     up to 10 s."""
     pace.close()
-    if ctx._flusher is not None:
-        ctx._flusher.close()  # ctx.summary_writer's writers (Keras's were flushed at the save)
+    ctx.flush()  # ctx.summary_writer's writers (Keras's were flushed at the save)
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()

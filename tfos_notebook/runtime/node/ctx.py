@@ -264,9 +264,9 @@ class NodeContext:
         """
         from .summaries import keras_callbacks
 
-        return keras_callbacks(self, self._pace, tensorboard=tensorboard, checkpoint=checkpoint, progress=progress,
-                               backup=backup, flush_secs=flush_secs, timing=timing, batch_size=batch_size,
-                               **tensorboard_args)
+        return keras_callbacks(self, self._pace, self._savepoint, tensorboard=tensorboard, checkpoint=checkpoint,
+                               progress=progress, backup=backup, flush_secs=flush_secs, timing=timing,
+                               batch_size=batch_size, **tensorboard_args)
 
     def restore(self, checkpoint) -> str | None:
         """Restore ``checkpoint`` (a ``tf.train.Checkpoint``) from the newest checkpoint in
@@ -280,6 +280,12 @@ class NodeContext:
         if latest:
             checkpoint.restore(latest)
         return latest
+
+    def flush(self) -> None:
+        """Flush the writers :meth:`summary_writer` made (done every ``flush_secs`` and as the
+        process exits; a node leaving after its decommission checkpoint calls it)."""
+        if self._flusher is not None:
+            self._flusher.close()
 
     def step_boundary(self, step: int, save) -> None:
         """Call after each step of a custom training loop (Keras users get it from :meth:`callbacks`)

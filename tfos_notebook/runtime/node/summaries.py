@@ -102,15 +102,15 @@ class FlushOnEpoch(tf.keras.callbacks.Callback):
         super().__init__()
         self.board = board
 
-    def _flush(self) -> None:
+    def flush(self) -> None:
         for writer in list(getattr(self.board, "_writers", {}).values()):
             writer.flush()
 
     def on_epoch_end(self, epoch, logs=None) -> None:
-        self._flush()
+        self.flush()
 
     def on_test_end(self, logs=None) -> None:
-        self._flush()
+        self.flush()
 
 
 class FlushOnBatch(FlushOnEpoch):
@@ -124,7 +124,7 @@ class FlushOnBatch(FlushOnEpoch):
     def on_train_batch_end(self, batch, logs=None) -> None:
         if time.monotonic() - self._last >= self.interval:
             self._last = time.monotonic()
-            self._flush()
+            self.flush()
 
 
 class ReportProgress(tf.keras.callbacks.Callback):
@@ -239,10 +239,11 @@ class PushStaged(tf.keras.callbacks.Callback):
         self.on_epoch_end(-1)
 
 
-def keras_callbacks(ctx, pace, tensorboard: bool = True, checkpoint: bool = True, progress: bool = True,
+def keras_callbacks(ctx, pace, savepoint, tensorboard: bool = True, checkpoint: bool = True, progress: bool = True,
                     backup: bool = True, flush_secs: float = 1.0, timing: bool = True, batch_size: int = 0,
                     **tensorboard_args: Any) -> list:
-    """See ``NodeContext.callbacks``; ``pace``: the node's ``pace.Pace`` (None outside a node's process)."""
+    """See ``NodeContext.callbacks``; ``pace`` and ``savepoint``: the node's ``pace.Pace`` and
+    ``savepoint.SavePoint`` (None outside a node's process)."""
     callbacks: list = []
     # Keras 3's .h5 weights reach a Databricks FUSE mount through a local folder (see StagedDir)
     model_dir = ctx.model_dir.rstrip("/") if ctx.model_dir else None
@@ -270,9 +271,9 @@ def keras_callbacks(ctx, pace, tensorboard: bool = True, checkpoint: bool = True
         callbacks.append(ReportProgress(ctx))
     if staged is not None:
         callbacks.append(PushStaged([staged]))
-    if backup_cb is not None and ctx._savepoint is not None:  # last: every other callback has seen the step
+    if backup_cb is not None and savepoint is not None:  # last: every other callback has seen the step
         from .keras_backup import StepBoundary
 
-        after = [FlushOnEpoch(board)._flush] if tensorboard else []  # the node's process ends after the save
-        callbacks.append(StepBoundary(ctx._savepoint, backup_cb.save_now, [*after, *([staged.push] if staged else [])]))
+        after = [FlushOnEpoch(board).flush] if tensorboard else []  # the node's process ends after the save
+        callbacks.append(StepBoundary(savepoint, backup_cb.save_now, [*after, *([staged.push] if staged else [])]))
     return callbacks
