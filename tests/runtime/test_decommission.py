@@ -117,6 +117,7 @@ def test_keras_mwms_saves_at_one_step_and_resumes_there(local_spark, tmp_path, m
     monkeypatch.setenv("TFOS_NOTEBOOK_STATE_DIR", str(tmp_path / "state"))  # the runs registry of this test
     store = f"file://{tmp_path}/mlruns"  # a store every runtime's MLflow has (mlflow-skinny: no sqlite)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", store)
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3.7+ refuses a file store without it
     run = Run(local_spark.sparkContext, keras_mwms, {"step_secs": 0.05}, 2, model_dir=str(tmp_path), retries=0,
               mlflow=True)
     said = _notice_when(run, lambda: _steps(run) >= STEPS_PER_EPOCH + 5)  # mid-way through the second epoch

@@ -135,8 +135,10 @@ class Decommission:
                 not all(nd.name in self.saves or nd.state is NodeState.FINISHED for nd in training):
             return
         self._ended = True
-        step = max(s for s, _ in self.saves.values())
-        path = next((p for s, p in self.saves.values() if p), "")
+        # the chief's save is the one the nodes resume from (nodes running apart may have saved later steps)
+        chief = next((nd.name for nd in training if nd.role in ("chief", "master")), "worker:0")
+        step, path = self.saves.get(chief) or min(self.saves.values())
+        path = path or next((p for _, p in self.saves.values() if p), "")
         secs = time.monotonic() - (self.noticed_at or time.monotonic())
         self.events.publish(CheckpointSaved(self.coord.run_id, attempt=self.coord.attempt, step=step, path=path,
                                             seconds=secs))
