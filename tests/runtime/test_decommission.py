@@ -13,7 +13,6 @@ import time
 
 import psutil
 import pytest
-from mlflow.tracking import MlflowClient
 
 from tfos_notebook import Run
 from tfos_notebook.devcluster import StandaloneCluster
@@ -154,6 +153,8 @@ def test_keras_mwms_saves_at_one_step_and_resumes_there(local_spark, tmp_path, m
     # TensorBoard: the chief's epochs once each across the two attempts' event files
     assert sorted(_scalar_steps(tmp_path / "mirror" / "chief_0" / "train", "epoch_loss")) == [0, 1, 2, 3]
     # tracked: the MLflow run's epochs once each, across the two attempts, and how the first ended
+    from mlflow.tracking import MlflowClient  # here: at collection, MLflow 2's pkg_resources would put
+    # setuptools' vendored packages on sys.path for the stack tests' install check
     client = MlflowClient(store)
     assert run.tracking.wait(60)
     logged = client.get_run(run.tracking.mlflow_run_id)
