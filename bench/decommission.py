@@ -34,22 +34,11 @@ import threading
 import time
 from pathlib import Path
 
-import psutil
-
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-def executor_process(app_id: str, executor_id: str) -> psutil.Process:
-    for proc in psutil.process_iter(["cmdline"]):
-        cmd = proc.info["cmdline"] or []
-        if "org.apache.spark.executor.CoarseGrainedExecutorBackend" in cmd and app_id in cmd \
-                and cmd[cmd.index("--executor-id") + 1] == executor_id:
-            return proc
-    raise LookupError(executor_id)
-
 
 def one_run(spark, cluster, way: str, at_step: int, step_secs: float) -> dict:
     from tfos_notebook import Run
@@ -70,7 +59,7 @@ def one_run(spark, cluster, way: str, at_step: int, step_secs: float) -> dict:
                 step = 0
             if step >= at_step:
                 executor = next(e.executor_id for e in run.events.events(Registered) if e.role == "worker")
-                proc = executor_process(spark.sparkContext.applicationId, executor)
+                proc = cluster.executor_process(executor, spark.sparkContext.applicationId)
                 acted["t"] = time.monotonic()
                 if way == "notice":
                     proc.parent().send_signal(signal.SIGPWR)  # the executor's worker

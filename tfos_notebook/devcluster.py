@@ -157,19 +157,24 @@ class StandaloneCluster:
         self.workers += 1
         self._start_worker(self.workers - 1)
 
-    def decommission_executor(self, executor_id: str, app_id: str) -> int:
-        """Send SIGPWR to the worker that hosts executor ``executor_id`` of application ``app_id``, as
-        a cloud's notice does to a spot node's worker; returns the worker's pid."""
+    @staticmethod
+    def executor_process(executor_id: str, app_id: str):
+        """The JVM (a ``psutil.Process``) of executor ``executor_id`` of application ``app_id``."""
         import psutil
 
         for proc in psutil.process_iter(["cmdline"]):
             cmd = proc.info["cmdline"] or []
             if "org.apache.spark.executor.CoarseGrainedExecutorBackend" in cmd and app_id in cmd \
                     and cmd[cmd.index("--executor-id") + 1] == executor_id:
-                worker = proc.parent()
-                worker.send_signal(signal.SIGPWR)
-                return worker.pid
+                return proc
         raise LookupError(f"no executor {executor_id} of {app_id} runs on this cluster")
+
+    def decommission_executor(self, executor_id: str, app_id: str) -> int:
+        """Send SIGPWR to the worker that hosts executor ``executor_id`` of application ``app_id``, as
+        a cloud's notice does to a spot node's worker; returns the worker's pid."""
+        worker = self.executor_process(executor_id, app_id).parent()
+        worker.send_signal(signal.SIGPWR)
+        return worker.pid
 
     def _wait_for_workers(self, timeout: float) -> None:
         alive = 0

@@ -11,7 +11,6 @@ import os
 import threading
 import time
 
-import psutil
 import pytest
 
 from tfos_notebook import Run
@@ -281,11 +280,7 @@ def test_a_loss_without_notice_resumes_from_the_last_epoch_backup(decommission_s
     run.start()
     Deadline(120).wait_until(lambda: _steps(run) >= STEPS_PER_EPOCH + 5, interval=0.05)
     executor = next(e.executor_id for e in run.events.events(Registered) if e.role == "worker" and e.index == 1)
-    for proc in psutil.process_iter(["cmdline"]):  # the executor dies at once: no notice
-        cmd = proc.info["cmdline"] or []
-        if "org.apache.spark.executor.CoarseGrainedExecutorBackend" in cmd \
-                and spark.sparkContext.applicationId in cmd and cmd[cmd.index("--executor-id") + 1] == executor:
-            proc.kill()
+    cluster.executor_process(executor, spark.sparkContext.applicationId).kill()  # it dies at once: no notice
     result = run.wait(400)
     assert result["final"] == EPOCHS * STEPS_PER_EPOCH
     assert result["start"] == STEPS_PER_EPOCH  # the epoch's end backup before the loss

@@ -60,9 +60,9 @@ class Backup(tf.keras.callbacks.BackupAndRestore):
 class StepBoundary(tf.keras.callbacks.Callback):
     """Meets ``savepoint`` after every step, last of the callbacks (the others have seen the step),
     saving with ``save`` (``Backup.save_now``, then each of ``after``: the TensorBoard writers' flush,
-    the staged copy's push). An epoch's
-    last step is met at the epoch's end instead, once the other callbacks logged the epoch (its
-    report, its TensorBoard summary), so that a checkpoint there loses none of them."""
+    the staged copy's push). An epoch's last step is met at the epoch's end instead, once the other
+    callbacks logged the epoch (its report, its TensorBoard summary), so that a checkpoint there loses
+    none of them."""
 
     def __init__(self, savepoint: SavePoint, save: Callable[[], str], after: list[Callable[[], None]]) -> None:
         super().__init__()
