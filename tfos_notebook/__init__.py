@@ -1,6 +1,6 @@
 """tfos_notebook: distributed TensorFlow training on Apache Spark, driven from notebooks.
 
-    %load_ext tfos_notebook   # in a notebook: %%tfos_train, %tfos_status, %tfos_stop, %tfos_tensorboard
+    %load_ext tfos_notebook   # in a notebook: %%tfos_train, %%tfos_sweep, %tfos_status, %tfos_stop, %tfos_tensorboard
 
     from tfos_notebook import TFCluster, InputMode
     cluster = TFCluster.run(sc, main_fun, args, num_executors=2, input_mode=InputMode.SPARK)
@@ -37,6 +37,7 @@ _EXPORTS = {
     "MirroredStrategyRunner": (".peers.distributor", "MirroredStrategyRunner"),
     "InputMode": (".peers.tfcluster", "InputMode"),
     "Run": (".runtime.driver.launch", "Run"),
+    "sweep": (".notebook.sweeps", "sweep"),
     "NodeContext": (".runtime.node.ctx", "NodeContext"),
     "cleanup": (".runtime.driver.cleanup", "scan_cluster"),
     "ExportError": (".runtime.node.export", "ExportError"),

@@ -218,8 +218,17 @@ def runs_text(records: list[RunRecord], now: float | None = None) -> str:
     return "\n".join(lines)
 
 
-def stop_run(runs: KernelRuns, which: str | None = None, say: Callable[[str], None] = print) -> TrainRun:
-    """Stop the run named ``which`` (default: the newest one still going) and return it."""
+def stop_run(runs: KernelRuns, which: str | None = None, say: Callable[[str], None] = print) -> Any:
+    """Stop the sweep or run named ``which`` (default: the newest sweep still going, else the newest
+    run still going) and return it."""
+    sweep = runs.find_sweep(which)
+    if sweep is not None and (which is not None or not any(not r.done for r in runs)):
+        if sweep.done:
+            say(f"sweep {sweep.name} already {sweep.state}")
+            return sweep
+        sweep.stop()
+        say(f"sweep {sweep.name} {sweep.state}; starting a sweep named {sweep.name} again resumes it")
+        return sweep
     run = runs.find(which)
     if run.done:
         say(f"run {run.name} already {run.state}")

@@ -1,7 +1,7 @@
-"""``%%tfos_train``, ``%%tfos_evaluate``, ``%tfos_status``, ``%tfos_runs``, ``%tfos_stop``,
+"""``%%tfos_train``, ``%%tfos_sweep``, ``%%tfos_evaluate``, ``%tfos_status``, ``%tfos_runs``, ``%tfos_stop``,
 ``%tfos_tensorboard``, ``%tfos_profile``, ``%tfos_diagnose``, ``%tfos_cleanup`` and ``%tfos_config``:
 argument parsers over :mod:`.api`, :mod:`.boards`, :mod:`.evaluate`, the runs registry (``state/registry.py``),
-:mod:`.diagnostics` and :mod:`.config`.
+:mod:`.diagnostics`, :mod:`.config` and :mod:`.sweeps`.
 
 Loaded with ``%load_ext tfos_notebook``. Errors a user can meet are shown as one message, without
 the magic's own traceback.
@@ -18,7 +18,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from ..errors import ConfigError, TFOSError
 from ..runtime.driver.spark import active_backend
 from ..state import registry
-from . import api, boards, config, diagnostics, evaluate
+from . import api, boards, config, diagnostics, evaluate, sweeps
 from .evalcell import evaluation_cell
 from .evalmonitor import EvaluationMonitor
 from .frontend import OutputTarget, choose_monitor
@@ -97,6 +97,53 @@ class TFOSMagics(Magics):
         try:
             return api.train(cell, options, self.shell.user_ns, runs=self.runs,
                              execution_count=self.shell.displayhook.prompt_count, shell=self.shell)
+        except TFOSError as e:
+            raise _concise(e) from None
+
+    @magic_arguments()
+    @argument("--space", required=True, metavar="VAR",
+              help="a dict in the notebook: name -> [choices], (low, high), (low, high, 'log'), (low, high, step), "
+                   "an optuna distribution, or a fixed value; each becomes args.<name> in the trial")
+    @argument("--trials", type=int, default=10, help="trials to run (finished, pruned or failed; default 10)")
+    @argument("--parallel", type=int, default=None,
+              help="most trials at once (default: as many as the cluster's task slots hold)")
+    @argument("--workers", type=int, default=2, help="training nodes of each trial, the chief included (default 2)")
+    @argument("--metric", default="loss", help="what the chief reports, ctx.report(step, NAME=value) or Keras's "
+              "epoch logs through ctx.callbacks() (default loss)")
+    @argument("--maximize", action="store_true", help="maximize the metric (default: minimize)")
+    @argument("--sampler", choices=("tpe", "random", "grid"), default="tpe", help="Optuna's sampler (default tpe)")
+    @argument("--pruner", choices=("median", "asha", "none"), default="median",
+              help="stops poor trials early from the metric at each report (default median)")
+    @argument("--seed", type=int, default=None, help="the sampler's seed")
+    @argument("--name", help="the sweep's name (its study's: a sweep started again under this name resumes); "
+              "also a notebook variable holding its handle")
+    @argument("--epochs", type=int, default=1, help="args.epochs in the cell")
+    @argument("--gpus", type=int, default=0, help="GPUs per node, from Spark's task resources (default 0)")
+    @argument("--logdir", help="each trial's TensorBoard logs go under LOGDIR/trial-NNN")
+    @argument("--model-dir", help="each trial's checkpoints go under MODEL_DIR/trial-NNN")
+    @argument("--reservation-timeout", type=float, default=600.0, help="as for %%tfos_train (default 600)")
+    @argument("--mlflow", nargs="?", const=True, default=None, metavar="EXPERIMENT",
+              help="log the sweep as one MLflow run with a child run per trial (default as for %%tfos_train)")
+    @argument("--no-mlflow", dest="mlflow", action="store_const", const=False, help="do not log to MLflow")
+    @argument("--keras3", action="store_true", help="run tf.keras as Keras 3 on the nodes")
+    @argument("--monitor", choices=("auto", "widget", "text", "none"), default="auto", help="the live monitor")
+    @argument("--no-tensorboard", dest="tensorboard", action="store_false",
+              help="start no TensorBoard for the sweep (by default one serves every trial as a run)")
+    @argument("--wait", action="store_true", help="block until the sweep ends")
+    @cell_magic
+    def tfos_sweep(self, line: str, cell: str) -> Any:
+        """Search hyperparameters with trials that are distributed runs of the cell, several at once.
+
+        The cell runs on every node of each trial as in ``%%tfos_train``, with the trial's parameters
+        on ``args`` (``args.lr``...); the chief reports ``--metric`` and Optuna's pruner stops poor
+        trials early. Returns at once with a sweep handle (``wait()`` gives the best trial,
+        ``stop()``, ``best``, ``study``); ``%tfos_stop NAME`` stops it and a sweep started again under
+        the same ``--name`` resumes.
+        """
+        options = sweeps.SweepOptions(**vars(parse_argstring(self.tfos_sweep, line)))
+        try:
+            return sweeps.sweep_cell(cell, options, self.shell.user_ns, runs=self.runs,
+                                     execution_count=self.shell.displayhook.prompt_count, shell=self.shell)
         except TFOSError as e:
             raise _concise(e) from None
 
@@ -187,10 +234,11 @@ class TFOSMagics(Magics):
         return evaluation
 
     @magic_arguments()
-    @argument("run", nargs="?", help="name or run id (default: the newest run still going)")
+    @argument("run", nargs="?", help="name or id of a run or a sweep (default: the newest one still going)")
     @line_magic
     def tfos_stop(self, line: str = "") -> None:
-        """Stop a run: cancel its Spark job group and kill its node processes."""
+        """Stop a run (cancel its Spark job group, kill its node processes) or a sweep (its running
+        trials too; a sweep started again under its name resumes)."""
         which = parse_argstring(self.tfos_stop, line).run
         try:
             api.stop_run(self.runs, which)

@@ -11,18 +11,31 @@ from ..errors import ConfigError
 if TYPE_CHECKING:
     from ..tensorboard import TensorBoardHandle
     from .handle import TrainRun
+    from .sweeps import SweepRun
 
 
 class KernelRuns:
     """The runs launched from this kernel, oldest first; ``boards`` holds the TensorBoards this
-    kernel serves for log directories (by resolved path or URI)."""
+    kernel serves for log directories (by resolved path or URI); ``sweeps`` the sweeps it started
+    (their trials' runs are not among the runs: the sweep owns them)."""
 
     def __init__(self) -> None:
         self._runs: list[TrainRun] = []
         self.boards: dict[str, TensorBoardHandle] = {}
+        self.sweeps: list[SweepRun] = []
 
     def add(self, run: TrainRun) -> None:
         self._runs.append(run)
+
+    def add_sweep(self, sweep: SweepRun) -> None:
+        self.sweeps.append(sweep)
+
+    def find_sweep(self, which: str | None) -> SweepRun | None:
+        """The sweep named or with id ``which``; without one, the newest sweep still going; else None."""
+        if which is None:
+            going = [s for s in self.sweeps if not s.done]
+            return going[-1] if going else None
+        return next((s for s in reversed(self.sweeps) if which in (s.name, s.run_id)), None)
 
     def __iter__(self) -> Iterator[TrainRun]:
         return iter(list(self._runs))

@@ -51,7 +51,7 @@ class RunTracker:
     Made by :func:`track`; ``stop()`` ends the tracking (it also ends with the run).
     """
 
-    def __init__(self, run: Run, on_stop: Callable[[], None] | None = None) -> None:
+    def __init__(self, run: Run, on_stop: Callable[[], None] | None = None, parent: str | None = None) -> None:
         self.run = run
         self._on_stop = on_stop or run.stop
         self._lock = threading.Lock()
@@ -62,9 +62,9 @@ class RunTracker:
         self._waiting_for = {"run", "mlflow"}  # the record is complete once both are
         self.record = RunRecord(
             run_id=run.run_id, name=run.name, state=str(run.state) if run.state != "new" else "reserving",
-            owner_pid=os.getpid(), owner_create_time=psutil.Process().create_time(), kernel_id=_kernel_id(),
+            owner_pid=os.getpid(), owner_create_time=psutil.Process().create_time(), kernel_id=kernel_id(),
             host=socket.gethostname(), num_nodes=len(run.roles), roles=tuple(node_name(r, i) for r, i in run.roles),
-            input_mode=run.input_mode, model_dir=run.model_dir, log_dir=run.log_dir)
+            input_mode=run.input_mode, model_dir=run.model_dir, log_dir=run.log_dir, parent=parent)
         registry.write_record(self.record)
         registry.prune()
         self._unsubscribe = run.events.subscribe(self._on_event)
@@ -180,17 +180,18 @@ def pace_record(p: Progress) -> dict[str, float]:
     return out
 
 
-def track(run: Run, on_stop: Callable[[], None] | None = None) -> RunTracker:
+def track(run: Run, on_stop: Callable[[], None] | None = None, parent: str | None = None) -> RunTracker:
     """Enter ``run`` in the registry and keep its record current until it ends.
 
     Args:
         run: a ``tfos_notebook.Run`` (started or not).
         on_stop: what a stop request from another process calls (default ``run.stop``).
+        parent: the id of the sweep the run is a trial of.
     """
-    return RunTracker(run, on_stop)
+    return RunTracker(run, on_stop, parent)
 
 
-def _kernel_id() -> str | None:
+def kernel_id() -> str | None:
     """This process's Jupyter kernel id, from its connection file (``kernel-<id>.json``)."""
     kernelapp = sys.modules.get("ipykernel.kernelapp")
     app = kernelapp.IPKernelApp.instance() if kernelapp and kernelapp.IPKernelApp.initialized() else None

@@ -99,6 +99,8 @@ class MlflowTracker:
             if active is not None:
                 self.parent_run_id, self._parent_experiment = active.info.run_id, active.info.experiment_id
             self.tracking_uri = mlflow.get_tracking_uri()
+        if config.parent_run_id is not None:
+            self.parent_run_id, self._parent_experiment = config.parent_run_id, config.parent_experiment_id
         self.mlflow_run_id: str | None = None
         self.experiment_id: str | None = None
         self.url: str | None = None

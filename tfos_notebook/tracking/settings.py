@@ -29,9 +29,13 @@ INSTALL_HINT = "pip install 'tfos_notebook[mlflow]' (or pip install mlflow) on t
 class TrackingConfig:
     """A run logged to MLflow: ``experiment`` is the experiment's name, or None for the notebook's
     current one (``mlflow.set_experiment``, ``MLFLOW_EXPERIMENT_NAME``, a Databricks notebook's
-    own experiment); inside an active MLflow run, the run's experiment."""
+    own experiment); inside an active MLflow run, the run's experiment. ``parent_run_id`` (with
+    its ``parent_experiment_id``) makes the run a child of that MLflow run whatever run is active
+    (a sweep's trials are children of the sweep's run)."""
 
     experiment: str | None = None
+    parent_run_id: str | None = None
+    parent_experiment_id: str | None = None
 
 
 def mlflow_installed() -> bool:
@@ -50,7 +54,8 @@ def resolve(setting: bool | str | None, on_databricks: bool = False,
     """The tracking a run gets from its ``mlflow`` setting (see the module's docstring); None: none.
 
     Args:
-        setting: ``True``, an experiment name, ``False``, or ``None`` (the environment decides).
+        setting: ``True``, an experiment name, ``False``, ``None`` (the environment decides), or
+            a ``TrackingConfig`` (taken as it is).
         on_databricks: whether the driver runs on Databricks compute that autologs by default (a
             cluster, not serverless: ``DatabricksContext.autologs_by_default``).
         conf: reads a Spark conf key (None when unset), for the Databricks autologging switch.
@@ -61,6 +66,8 @@ def resolve(setting: bool | str | None, on_databricks: bool = False,
     """
     if setting is False:
         return None
+    if isinstance(setting, TrackingConfig):
+        return setting
     if isinstance(setting, str):
         if not setting.strip():
             raise ConfigError("mlflow: the experiment name is empty; give a name, or True for the current experiment")

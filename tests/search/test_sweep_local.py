@@ -1,0 +1,161 @@
+"""Sweeps on local Spark: trials are real distributed runs (two nodes each, real processes, the
+control channel, the runs registry, a real TensorBoard, MLflow in an SQLite store), two at once
+on local[4]. The trials' steps wait rather than compute (``examples/sweep_trial.py``): what is
+tested is the sweep, not the two cores of the machine."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+
+import optuna
+import pytest
+from procs import child_processes
+
+import tfos_notebook
+from tfos_notebook.errors import ConfigError
+from tfos_notebook.examples.sweep_trial import SPACE, trial
+from tfos_notebook.runtime.driver.errors import PreflightError
+from tfos_notebook.runtime.driver.events import FindingRaised
+from tfos_notebook.search.events import SweepFinished, TrialEnded, TrialPruned, TrialStarted
+from tfos_notebook.state import registry
+
+BASE = {"steps": 6, "step_secs": 0.3, "fail_above": 0.4}
+
+
+def most_at_once(events) -> int:
+    """The most trials running at the same time, from the sweep's events."""
+    running = most = 0
+    for e in events:
+        if isinstance(e, TrialStarted):
+            running += 1
+            most = max(most, running)
+        elif isinstance(e, TrialEnded):
+            running -= 1
+    return most
+
+
+def stored_study(tmp_path, name: str, params: list[dict]) -> str:
+    """An Optuna study of ``name`` with ``params`` queued, so the sweep asks them in this order."""
+    storage = f"sqlite:///{tmp_path}/study.db"
+    study = optuna.create_study(study_name=name, storage=storage)
+    for p in params:
+        study.enqueue_trial(p)
+    return storage
+
+
+def test_six_trials_of_two_workers_run_two_at_once_pruned_failed_and_tracked(local_spark4, tmp_path,
+                                                                            sqlite_tracking, thread_exceptions):
+    # The node sends its latest report at most every so often, so the pruner may see a step of one
+    # finished trial and not of the other: every trial that must finish is better than both.
+    queued = [{"lr": 0.02, "optimizer": "adam"}, {"lr": 0.005, "optimizer": "adam"},
+              {"lr": 0.0001, "optimizer": "sgd"},  # far worse than the first two: the median pruner stops it
+              {"lr": 0.5, "optimizer": "adam"},  # raises in its first step
+              {"lr": 0.01, "optimizer": "adam"}, {"lr": 0.011, "optimizer": "adam"}]
+    storage = stored_study(tmp_path, "six", queued)
+    started = time.monotonic()
+    handle = tfos_notebook.sweep(trial, SPACE, trials=6, parallel=2, workers=2, name="six", storage=storage,
+                                 args=BASE, spark=local_spark4, monitor="none", mlflow=True)
+    best = handle.wait(300)
+    took = time.monotonic() - started
+    events = handle.sweep.events.events()
+    ended = {e.number: e for e in events if isinstance(e, TrialEnded)}
+
+    assert best["number"] == 4 and best["params"] == {"lr": 0.01, "optimizer": "adam"}
+    assert [ended[n].state for n in range(6)] == ["complete", "complete", "pruned", "failed", "complete", "complete"]
+    assert ended[3].error.startswith("the function failed on ") and ended[3].error.endswith("ValueError: lr 0.5 diverged")
+    pruned = next(e for e in events if isinstance(e, TrialPruned))
+    assert pruned.number == 2 and pruned.step < BASE["steps"]
+    assert ended[2].stop_secs < 2.0  # from the pruner's decision to its run's end, slots free
+    assert most_at_once(events) == 2
+    assert isinstance(events[-1], SweepFinished) and events[-1].state == "finished" and events[-1].best == 4
+    assert took < 120  # six trials of about 3 s, two at once (a ceiling against hanging)
+    assert all(child_processes(run.run_id) == [] for run in handle.trials.values())
+
+    # the study holds every trial's end; each trial's run is a child of the sweep's MLflow run
+    states = [t.state.name for t in handle.study.trials]
+    assert states == ["COMPLETE", "COMPLETE", "PRUNED", "FAIL", "COMPLETE", "COMPLETE"]
+    assert handle.study.trials[3].user_attrs["error"]
+    from mlflow import MlflowClient
+
+    client = MlflowClient(sqlite_tracking)
+    parent = handle.sweep.parent
+    assert parent.wait(30) and parent.error is None
+    runs = client.search_runs([parent.experiment_id])
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.mlflow_run_id]
+    assert sorted(r.info.run_name for r in children) == [f"six/trial-{n:03d}" for n in range(6)]
+    assert {r.data.params["lr"] for r in children} == {str(p["lr"]) for p in queued}
+    top = client.get_run(parent.mlflow_run_id)
+    assert top.info.status == "FINISHED" and top.data.params["pruner"] == "median"
+    assert top.data.metrics["best_loss"] == pytest.approx(best["value"])
+    assert top.data.tags["tfos.sweep.best_trial"] == "4"
+
+    # the registry: the sweep, and each trial as its child
+    record = registry.get_run("six")
+    assert record.kind == "sweep" and record.state == "finished" and record.metrics["complete"] == 4
+    trials = [r for r in registry.list_runs() if r.parent == handle.run_id]
+    assert len(trials) == 6 and all(r.kind == "training" for r in trials)
+
+    # one TensorBoard for the sweep, each trial's chief a run of it
+    deadline = time.monotonic() + 30
+    while True:
+        with urllib.request.urlopen(f"http://127.0.0.1:{handle.tensorboard.port}/data/runs", timeout=10) as r:
+            board_runs = json.load(r)
+        if {f"trial-{n:03d}/chief_0" for n in (0, 1, 4, 5)} <= set(board_runs) or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert {f"trial-{n:03d}/chief_0" for n in (0, 1, 4, 5)} <= set(board_runs)
+
+
+def test_a_stopped_sweep_resumes_from_its_study_with_the_interrupted_trials_first(local_spark4, tmp_path):
+    storage = f"sqlite:///{tmp_path}/study.db"
+    args = {**BASE, "steps": 30, "step_secs": 0.2}
+    first = tfos_notebook.sweep(trial, SPACE, trials=4, parallel=2, workers=2, name="resumable", storage=storage,
+                                args=args, spark=local_spark4, monitor="none", tensorboard=False, sampler="random",
+                                seed=7, pruner="none")
+    deadline = time.monotonic() + 60
+    while len(first.sweep.live) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    running = {n: run for n, run in first.trials.items()}
+    assert len(running) == 2
+    stopped_at = time.monotonic()
+    first.stop()
+    assert time.monotonic() - stopped_at < 15 and first.state == "stopped"
+    assert all(run.state == "stopped" and child_processes(run.run_id) == [] for run in running.values())
+    interrupted = {n: first.study.trials[n].params for n in running}
+
+    again = tfos_notebook.sweep(trial, SPACE, trials=4, parallel=2, workers=2, name="resumable", storage=storage,
+                                args={**args, "steps": 4}, spark=local_spark4, monitor="none", tensorboard=False,
+                                sampler="random", seed=7, pruner="none")
+    again.wait(300)
+    events = again.sweep.events.events()
+    started = [e for e in events if isinstance(e, TrialStarted)]
+    assert [e.resumes for e in started[:2]] == sorted(interrupted) or {e.resumes for e in started[:2]} == set(interrupted)
+    assert [e.params for e in started[:2]] == [interrupted[e.resumes] for e in started[:2]]
+    assert again.state == "finished" and len([e for e in events if isinstance(e, TrialEnded)]) == 4
+    told = [t for t in again.study.trials if t.state.name == "COMPLETE"]
+    assert len(told) == 4  # the two stopped ones do not count: they ran again
+
+
+def test_a_metric_the_chief_never_reports_is_named_at_once_and_ends_the_sweep(local_spark4, tmp_path):
+    started = time.monotonic()
+    handle = tfos_notebook.sweep(trial, SPACE, trials=4, parallel=2, workers=2, metric="val_loss",
+                                 storage=f"sqlite:///{tmp_path}/study.db", args=BASE, spark=local_spark4,
+                                 monitor="none", tensorboard=False)
+    with pytest.raises(ConfigError) as e:
+        handle.wait(120)
+    assert "reported loss but not the sweep's metric val_loss" in str(e.value)
+    assert "give the sweep metric= one of: loss" in str(e.value)
+    finding = next(ev for ev in handle.sweep.events.events() if isinstance(ev, FindingRaised))
+    assert finding.finding.code == "sweep_metric_missing" and finding.t - handle.sweep.events.events()[0].t < 10
+    assert handle.state == "failed" and time.monotonic() - started < 60
+    assert len([ev for ev in handle.sweep.events.events() if isinstance(ev, TrialStarted)]) <= 3
+
+
+def test_a_trial_that_cannot_fit_the_cluster_is_refused_at_once(local_spark4, tmp_path):
+    started = time.monotonic()
+    with pytest.raises(PreflightError, match="cannot launch 5 nodes"):
+        tfos_notebook.sweep(trial, SPACE, trials=2, workers=5, storage=f"sqlite:///{tmp_path}/study.db",
+                            args=BASE, spark=local_spark4, monitor="none", tensorboard=False)
+    assert time.monotonic() - started < 15
