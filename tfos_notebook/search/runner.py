@@ -41,6 +41,7 @@ from .study import (
     RESUMES,
     STOPPED,
     counted,
+    enqueue_grid,
     make_pruner,
     make_sampler,
     open_study,
@@ -123,7 +124,7 @@ class Sweep:
             raise ConfigError(f"unknown option {unknown[0]!r} for the trials' runs; known: {', '.join(sorted(RUN_OPTIONS))}")
         require_optuna()
         self.space = parse_space(space)
-        self.sampler = make_sampler(sampler, self.space, seed)
+        self.sampler, self.seed = make_sampler(sampler, self.space, seed), seed
         self.pruner = make_pruner(pruner)
         self.sampler_name = sampler if isinstance(sampler, str) else type(sampler).__name__
         self.pruner_name = pruner if isinstance(pruner, str) else type(pruner).__name__
@@ -176,6 +177,8 @@ class Sweep:
             raise ConfigError(f"sweep {self.name} was already started; create a new Sweep (the same name resumes it)")
         self.study = open_study(self.name, self.storage, self.direction, self.sampler, self.pruner)
         requeued = requeue_interrupted(self.study)
+        if self.sampler_name == "grid":
+            enqueue_grid(self.study, self.space, self.seed)
         self.state = "running"
         if self.tracking_config is not None:
             from .mlflowparent import SweepParent

@@ -38,7 +38,9 @@ def require_optuna() -> Any:
 
 def make_sampler(sampler: Any, space: Space, seed: int | None) -> Any:
     """The Optuna sampler for ``sampler``: ``tpe`` (Optuna's default), ``random``, ``grid`` (every
-    combination of the space's values), or a sampler object."""
+    combination of the space's values, queued in the study by :func:`enqueue_grid`: Optuna's
+    ``GridSampler`` stops the study once the grid is walked, which only ``study.optimize`` allows,
+    not the ask-and-tell a sweep uses), or a sampler object."""
     optuna = require_optuna()
     if isinstance(sampler, optuna.samplers.BaseSampler):
         return sampler
@@ -46,8 +48,9 @@ def make_sampler(sampler: Any, space: Space, seed: int | None) -> Any:
         return optuna.samplers.TPESampler(seed=seed)
     if sampler == "random":
         return optuna.samplers.RandomSampler(seed=seed)
-    if sampler == "grid":
-        return optuna.samplers.GridSampler(space.grid(), seed=seed)
+    if sampler == "grid":  # the grid's points are queued by enqueue_grid; nothing is left to sample
+        space.grid()  # refuses a space without a finite grid
+        return optuna.samplers.RandomSampler(seed=seed)
     raise ConfigError(f"sampler must be one of {', '.join(SAMPLERS)} or an optuna sampler, got {sampler!r}")
 
 
@@ -113,3 +116,19 @@ def requeue_interrupted(study: Any) -> list[int]:
             study.tell(t.number, state=TrialState.FAIL)
         study.enqueue_trial(t.params, user_attrs={RESUMES: t.number})
     return [t.number for t in again]
+
+
+def enqueue_grid(study: Any, space: Space, seed: int | None) -> None:
+    """Queue every point of ``space``'s grid the study has not queued or tried yet, in an order
+    shuffled by ``seed``."""
+    import itertools
+    import random
+
+    grid = space.grid()
+    names = list(grid)
+    points = [dict(zip(names, values, strict=True)) for values in itertools.product(*grid.values())]
+    random.Random(seed).shuffle(points)
+    seen = [t.params for t in study.get_trials(deepcopy=False)]
+    for point in points:
+        if point not in seen:
+            study.enqueue_trial(point)
