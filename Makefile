@@ -27,7 +27,7 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 # sources again (21 s instead of 7 here), and every node, kernel and test pays it.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: demo test test-stacks stacks fuse check lint venv clean bench bench-connect bench-feed bench-tensorboard bench-kernel bench-scale bench-mlflow bench-decommission labext ui-deps chromium lab
+.PHONY: demo test test-stacks stacks fuse check lint venv clean bench bench-connect bench-feed bench-tensorboard bench-kernel bench-scale bench-mlflow bench-decommission bench-sweep labext ui-deps chromium lab
 
 $(PY):
 	$(PYTHON) -m venv --without-pip $(VENV)
@@ -83,7 +83,8 @@ test: $(TEST_STAMP) labext ui-deps fuse stacks
 STACKS ?= dbr-14.3-lts-ml-cpu dbr-15.4-lts-ml-cpu dbr-16.4-lts-ml-cpu dbr-17.3-lts-ml-cpu
 STACK_TESTS := tests/stacks tests/feed/test_codec.py tests/notebook/test_run_views.py tests/runtime/test_versions.py \
 	tests/runtime/test_keras_check.py tests/runtime/test_savepoint.py tests/runtime/test_resize.py \
-	tests/runtime/test_decommission.py::test_keras_mwms_saves_at_one_step_and_resumes_there
+	tests/runtime/test_decommission.py::test_keras_mwms_saves_at_one_step_and_resumes_there \
+	tests/search/test_space.py tests/search/test_sweep_local.py::test_six_trials_of_two_workers_run_two_at_once_pruned_failed_and_tracked
 
 $(UV): | $(PY)
 	PIP_ROOT_USER_ACTION=ignore $(PYTHON) -m pip install -q --target $(VENV)/uv uv
@@ -133,6 +134,9 @@ bench-mlflow: $(STAMP)
 
 bench-decommission: $(TEST_STAMP)
 	$(PY) bench/decommission.py --plot docs/decommission_benchmark.png
+
+bench-sweep: $(TEST_STAMP)
+	$(PY) bench/sweep.py --plot docs/sweep_benchmark.png
 
 clean:
 	rm -rf $(VENV) .stacks build dist .pytest_cache node_modules labextension/ui-tests/node_modules \

@@ -29,6 +29,7 @@ COLUMNS = {
     "floors": [("tests/runtime/test_versions.py", "")],
     "spot (decommission)": [("tests/runtime/test_decommission.py", "test_keras_mwms_"),
                             ("tests/runtime/test_savepoint.py", ""), ("tests/runtime/test_resize.py", "")],
+    "sweep (Optuna)": [("tests/search/test_space.py", ""), ("tests/search/test_sweep_local.py", "test_six_")],
 }
 
 

@@ -43,6 +43,72 @@ export function attemptsLabel(attempts: string[]): string {
   return `attempt ${ended.length + 1} (${why})`;
 }
 
+/** `2 nodes` (`1 node`). */
+function nodesLabel(count: number): string {
+  return `${count} node${count === 1 ? '' : 's'}`;
+}
+
+/**
+ * `3/6 trials · 1 pruned · 2 failed`: a sweep's trials done (complete, pruned or failed) of those
+ * asked, from its record's counts; no pruned or failed part when there are none, and nothing
+ * before the sweep recorded its counts.
+ */
+export function sweepLabel(metrics: Record<string, number>): string {
+  const count = (key: string) => metrics[key] ?? 0;
+  const done = count('complete') + count('pruned') + count('failed');
+  return [
+    metrics.trials !== undefined ? `${done}/${metrics.trials} trials` : '',
+    count('pruned') ? `${count('pruned')} pruned` : '',
+    count('failed') ? `${count('failed')} failed` : ''
+  ]
+    .filter(Boolean)
+    .join(' · ');
+}
+
+/**
+ * The values of a row's metrics line: a sweep's best trial value (`best loss 0.123`, not its
+ * counts), an evaluation's metrics, or else the run's last loss.
+ */
+export function metricsLabels(run: IRun): string[] {
+  const entries = Object.entries(run.metrics ?? {}).filter(
+    ([key]) => run.kind !== 'sweep' || key.startsWith('best ')
+  );
+  if (entries.length || run.kind === 'sweep') {
+    return entries.map(([key, value]) => `${key} ${value.toPrecision(3)}`);
+  }
+  return [run.loss !== null ? `loss ${run.loss.toPrecision(3)}` : ''];
+}
+
+/**
+ * The listed run that `run` is listed under: the run an evaluation evaluates, or the sweep a trial
+ * belongs to (undefined when that record is gone: the run stands on its own).
+ */
+function listedUnder(run: IRun, byId: ReadonlyMap<string, IRun>): IRun | undefined {
+  const parent = run.parent ? byId.get(run.parent) : undefined;
+  return parent && parent !== run && (run.kind === 'evaluation' || parent.kind === 'sweep')
+    ? parent
+    : undefined;
+}
+
+/**
+ * The runs in the order the sidebar lists them (otherwise as given, newest first): each
+ * evaluation right after the run it evaluates, and each sweep's trials right after the sweep
+ * (with their own evaluations after each).
+ */
+export function orderRuns(runs: readonly IRun[]): IRun[] {
+  const byId = new Map(runs.map(run => [run.run_id, run]));
+  const withOwn = (run: IRun): IRun[] => [
+    run,
+    ...runs.filter(other => listedUnder(other, byId) === run).flatMap(withOwn)
+  ];
+  return runs.filter(run => !listedUnder(run, byId)).flatMap(withOwn);
+}
+
+/** Whether `run` is a trial of a sweep that is listed (`byId`: the listed runs by id). */
+export function isListedTrial(run: IRun, byId: ReadonlyMap<string, IRun>): boolean {
+  return run.kind !== 'evaluation' && listedUnder(run, byId)?.kind === 'sweep';
+}
+
 /** What the sidebar's buttons ask of the plugin. */
 export interface IRunActions {
   openTensorBoard(run: IRun): void;
@@ -53,9 +119,10 @@ export interface IRunActions {
 /**
  * The left-area list of runs: name, state, a findings badge, node count and elapsed time, last
  * step and loss with a small loss curve, and the actions that apply (TensorBoard while the run has
- * one, Stop while it goes on); its toolbar refreshes the list and clears the ended runs. Polls the
- * REST API while it is visible, every `pollInterval` milliseconds; says so plainly when the server
- * has no tfos_notebook extension.
+ * one, Stop while it goes on); a sweep shows its trials done and its best value, its trials listed
+ * right below it. Its toolbar refreshes the list and clears the ended runs. Polls the REST API
+ * while it is visible, every `pollInterval` milliseconds; says so plainly when the server has no
+ * tfos_notebook extension.
  */
 export class RunsSidebar extends SidePanel {
   private readonly list = document.createElement('ul');
@@ -174,28 +241,28 @@ export class RunsSidebar extends SidePanel {
     this.message.classList.toggle('tfos-mod-error', isError);
   }
 
-  /** The runs in order, each evaluation right after the run it evaluates. */
-  private ordered(): IRun[] {
-    const ids = new Set(this._runs.map(run => run.run_id));
-    const beside = (run: IRun) => run.kind === 'evaluation' && run.parent && ids.has(run.parent);
-    return this._runs
-      .filter(run => !beside(run))
-      .flatMap(run => [run, ...this._runs.filter(e => beside(e) && e.parent === run.run_id)]);
-  }
-
+  /** The runs in order: evaluations after their run, a sweep's trials after the sweep. */
   private render(): void {
-    this.list.replaceChildren(...this.ordered().map(run => this.row(run)));
+    const byId = new Map(this._runs.map(run => [run.run_id, run]));
+    this.list.replaceChildren(
+      ...orderRuns(this._runs).map(run => this.row(run, isListedTrial(run, byId)))
+    );
     this.clear.enabled = this._runs.some(run => run.ended);
   }
 
-  private row(run: IRun): HTMLLIElement {
+  /** A run's row; `trial`: a trial listed under its sweep (indented). */
+  private row(run: IRun, trial = false): HTMLLIElement {
     const item = document.createElement('li');
     item.className = `tfos-RunRow tfos-mod-${run.state} tfos-mod-${run.kind ?? 'training'}`;
+    item.classList.toggle('tfos-mod-trial', trial);
     item.dataset.runId = run.run_id;
+    const sweep = run.kind === 'sweep';
     const name = document.createElement('span');
     name.className = 'tfos-RunRow-name';
     name.textContent = run.name;
-    name.title = `${run.run_id} · ${run.roles.join(', ')} on ${run.host}`;
+    name.title = sweep
+      ? `${run.run_id} · a sweep of ${nodesLabel(run.num_nodes)} trials on ${run.host}`
+      : `${run.run_id} · ${run.roles.join(', ')} on ${run.host}`;
     const state = document.createElement('span');
     state.className = 'tfos-RunRow-state';
     state.textContent = run.state;
@@ -213,9 +280,8 @@ export class RunsSidebar extends SidePanel {
     details.className = 'tfos-RunRow-details';
     const end = run.ended_at ?? (run.ended ? null : Date.now() / 1000);
     details.textContent = [
-      run.kind === 'evaluation'
-        ? 'evaluation'
-        : `${run.num_nodes} node${run.num_nodes === 1 ? '' : 's'}`,
+      run.kind === 'evaluation' ? 'evaluation' : sweep ? 'sweep' : nodesLabel(run.num_nodes),
+      sweep ? sweepLabel(run.metrics ?? {}) : '',
       run.started_at !== null && end !== null ? formatDuration(end - run.started_at) : '',
       attemptsLabel(run.attempts ?? [])
     ]
@@ -232,33 +298,37 @@ export class RunsSidebar extends SidePanel {
     }
     const metrics = document.createElement('span');
     metrics.className = 'tfos-RunRow-metrics';
-    const values = Object.keys(run.metrics ?? {}).length
-      ? Object.entries(run.metrics).map(([k, v]) => `${k} ${v.toPrecision(3)}`)
-      : [run.loss !== null ? `loss ${run.loss.toPrecision(3)}` : ''];
-    metrics.textContent = [run.step !== null ? `step ${run.step}` : '', ...values]
+    metrics.textContent = [run.step !== null ? `step ${run.step}` : '', ...metricsLabels(run)]
       .filter(Boolean)
       .join('  ');
     // Only the actions that apply: TensorBoard while the run has one, Stop while it goes on (an
-    // evaluation's curves are in its run's TensorBoard, and it is stopped from its notebook).
+    // evaluation's curves are in its run's TensorBoard, and it is stopped from its notebook). A
+    // sweep has the same ones: its one TensorBoard, and Stop, carried out by the kernel that owns
+    // it (no trial starts, the running ones stop).
     const actions = document.createElement('span');
     actions.className = 'tfos-RunRow-actions';
-    const training = run.kind !== 'evaluation';
-    if (training && run.tensorboard_url) {
+    const actionable = run.kind !== 'evaluation'; // a training run or a sweep
+    if (actionable && run.tensorboard_url) {
       const open = this.button('TensorBoard', launchIcon, 'tfos-RunRow-tensorboard', () =>
         this.actions.openTensorBoard(run)
       );
-      open.title = "Open the run's TensorBoard";
+      open.title = sweep
+        ? "Open the sweep's TensorBoard (all its trials)"
+        : "Open the run's TensorBoard";
       actions.append(open);
     }
-    if (training && run.mlflow_url) {
+    if (actionable && run.mlflow_url) {
       actions.append(this.mlflowLink(run, run.mlflow_url));
     }
-    if (training && !run.ended) {
+    if (actionable && !run.ended) {
       const stop = this.button('Stop', stopIcon, 'tfos-RunRow-stop', async () => {
         stop.disabled = true;
         await this.actions.stop(run);
         await this.refresh();
       });
+      if (sweep) {
+        stop.title = 'Stop the sweep: no trial starts and the running ones stop';
+      }
       actions.append(stop);
     }
     item.append(name, state, details, curve, metrics, ...this.pace(run), actions);

@@ -73,7 +73,10 @@ export const TENSORBOARD_TRACKER = 'tfos-tensorboard';
 /** Id of the runs sidebar (its key in the layout restorer's state). */
 export const RUNS_SIDEBAR_ID = 'tfos-runs-sidebar';
 
-/** A run's states, as the registry names them (an evaluation's: waiting, evaluating, then ended). */
+/**
+ * A run's states, as the registry names them (an evaluation's: waiting, evaluating, then ended; a
+ * sweep's: reserving, running, then ended).
+ */
 export type RunState =
   | 'reserving'
   | 'running'
@@ -117,10 +120,18 @@ export interface IRun {
   curve: [number, number][];
   /** How many diagnoses the run raised (an evaluation: checkpoints it failed on). */
   findings: number;
-  /** `training`, or `evaluation` (a `%%tfos_evaluate` of the run `parent`). */
-  kind: 'training' | 'evaluation';
+  /**
+   * `training`, `evaluation` (a `%%tfos_evaluate` of the run `parent`), or `sweep` (a
+   * hyperparameter search: its trials are `training` runs whose `parent` is the sweep's `run_id`,
+   * named `<sweep name>/trial-NNN`; its `num_nodes` is per trial, and it has one TensorBoard).
+   */
+  kind: 'training' | 'evaluation' | 'sweep';
+  /** The run an evaluation evaluates, or the sweep a trial belongs to (null: neither). */
   parent: string | null;
-  /** An evaluation's latest metrics, at `step`. */
+  /**
+   * An evaluation's latest metrics, at `step`; a sweep's trial counts (`complete`, `pruned`,
+   * `failed`, `trials` asked) and, once a trial finished, its best value (`best loss`, say).
+   */
   metrics: Record<string, number>;
   error: string | null;
   /**

@@ -3,16 +3,22 @@ entry and the fix. No Spark: every refusal comes before the sweep touches the se
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
-from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
 from tfos_notebook.errors import ConfigError
 from tfos_notebook.examples.sweep_trial import SPACE, trial
 from tfos_notebook.search.runner import Sweep
 from tfos_notebook.search.space import parse_space
 
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("optuna") is None,
+                                reason="sweeps need Optuna (the sweep extra; Databricks ML runtimes before 16.4 ship none)")
+
 
 def test_each_form_becomes_its_distribution_and_plain_values_stay_fixed():
+    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
     space = parse_space({"lr": (1e-4, 1e-1, "log"), "units": (16, 128, 16), "layers": (1, 4), "drop": (0.0, 0.5),
                          "opt": ["adam", "sgd"], "beta": FloatDistribution(0.8, 0.99), "epochs": 3, "tag": "x"})
     d = space.distributions
