@@ -219,20 +219,18 @@ def runs_text(records: list[RunRecord], now: float | None = None) -> str:
 
 
 def stop_run(runs: KernelRuns, which: str | None = None, say: Callable[[str], None] = print) -> Any:
-    """Stop the sweep or run named ``which`` (default: the newest sweep still going, else the newest
-    run still going) and return it."""
+    """Stop the sweep or run named ``which`` (default: the newest sweep still going when no run of
+    this kernel goes on, else the newest run still going) and return it."""
     sweep = runs.find_sweep(which)
     if sweep is not None and (which is not None or not any(not r.done for r in runs)):
-        if sweep.done:
-            say(f"sweep {sweep.name} already {sweep.state}")
-            return sweep
-        sweep.stop()
-        say(f"sweep {sweep.name} {sweep.state}; starting a sweep named {sweep.name} again resumes it")
-        return sweep
-    run = runs.find(which)
-    if run.done:
-        say(f"run {run.name} already {run.state}")
-        return run
-    run.stop()
-    say(f"run {run.name} {run.state}")
-    return run
+        return _stop(sweep, "sweep", f"; starting a sweep named {sweep.name} again resumes it", say)
+    return _stop(runs.find(which), "run", "", say)
+
+
+def _stop(handle: Any, kind: str, after: str, say: Callable[[str], None]) -> Any:
+    if handle.done:
+        say(f"{kind} {handle.name} already {handle.state}")
+        return handle
+    handle.stop()
+    say(f"{kind} {handle.name} {handle.state}{after}")
+    return handle

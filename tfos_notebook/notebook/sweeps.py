@@ -254,7 +254,7 @@ def sweep(fn: Callable, space: Mapping[str, Any], *, trials: int, parallel: int 
     malformed space, an unknown option, Optuna missing), PreflightError (a trial cannot fit the
     cluster).
     """
-    spark = spark or notebook_spark(workers, print)
+    spark = spark or notebook_spark(workers * (parallel or 1), print)
     chosen = choose_monitor(monitor, shell)
     handle = SweepRun(Sweep(spark, fn, space, trials=trials, parallel=parallel, workers=workers, metric=metric,
                             direction=direction, **options), chosen, OutputTarget(shell), tensorboard)
@@ -312,17 +312,11 @@ def sweep_cell(body: str, o: SweepOptions, user_ns: MutableMapping[str, Any], *,
     handle = sweep(cell, user_ns[o.space], trials=o.trials, parallel=o.parallel, workers=o.workers, metric=o.metric,
                    direction="maximize" if o.maximize else "minimize", sampler=o.sampler, pruner=o.pruner,
                    seed=o.seed, name=o.name, args=base, log_dir=o.logdir, model_dir=o.model_dir, mlflow=o.mlflow,
-                   spark=spark, monitor=o.monitor, tensorboard=o.tensorboard, wait=False, shell=shell,
+                   spark=spark, monitor=o.monitor, tensorboard=o.tensorboard, wait=o.wait, shell=shell,
                    gpus_per_node=o.gpus, reservation_timeout=o.reservation_timeout,
                    legacy_keras=False if o.keras3 else None)
     if runs is not None:
         runs.add_sweep(handle)
     if o.name and o.name.isidentifier():
         user_ns[o.name] = handle
-    if o.wait:
-        try:
-            handle.wait()
-        except KeyboardInterrupt:
-            handle.stop()
-            raise
     return handle

@@ -73,6 +73,7 @@ class Trial:
     reported_step: int = -1
     seen: set[str] = field(default_factory=set)  # metric names the chief reported
     pruned_at: float | None = None
+    stop_asked: bool = False
 
 
 class Sweep:
@@ -163,6 +164,8 @@ class Sweep:
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True, name=f"tfos-sweep-{self.name}")
         self._metric_seen = False
+        self._counted = 0  # trials that count against ``trials`` (study.counted at the start, then kept here)
+        self._slots, self._slots_read_at = 0, -1.0
         self._failures_in_a_row = 0
 
     # -- start, stop, wait -------------------------------------------------------------------------
@@ -177,6 +180,7 @@ class Sweep:
             raise ConfigError(f"sweep {self.name} was already started; create a new Sweep (the same name resumes it)")
         self.study = open_study(self.name, self.storage, self.direction, self.sampler, self.pruner)
         requeued = requeue_interrupted(self.study)
+        self._counted = counted(self.study)
         if self.sampler_name == "grid":
             enqueue_grid(self.study, self.space, self.seed)
         self.state = "running"
@@ -187,7 +191,7 @@ class Sweep:
         self.events.publish(SweepStarted(
             self.sweep_id, name=self.name, trials=self.trials, parallel=self.parallel or 0, workers=self.workers,
             metric=self.metric, direction=self.direction, sampler=str(self.sampler_name), pruner=str(self.pruner_name),
-            space=self.space.describe(), done=counted(self.study), requeued=tuple(requeued)))
+            space=self.space.describe(), done=self._counted, requeued=tuple(requeued)))
         if self._to_start() > 0:
             try:
                 self._launch(first=True)
@@ -202,8 +206,6 @@ class Sweep:
         parameters, when the sweep resumes). Returns once every trial's run ended."""
         self._stopping.set()
         self._queue.put(("wake",))
-        for trial in list(self.live.values()):
-            threading.Thread(target=_stop_quietly, args=(trial.run, timeout), daemon=True).start()
         if self._thread.is_alive():
             self._thread.join(timeout)
         elif self.state == "running":
@@ -237,7 +239,9 @@ class Sweep:
     def _loop(self) -> None:
         try:
             while True:
-                if not self._stopping.is_set():
+                if self._stopping.is_set():
+                    self._stop_live()
+                else:
                     self._fill()
                 if not self.live and (self._stopping.is_set() or self._to_start() <= 0):
                     break
@@ -259,15 +263,21 @@ class Sweep:
                      "failed" if self.error is not None else "finished", self.error)
 
     def _to_start(self) -> int:
-        return self.trials - counted(self.study) - len(self.live)
+        return self.trials - self._counted - len(self.live)
 
     def _capacity(self) -> int:
-        """Trials at once: ``parallel``, or as many as the cluster's task slots hold (at least one)."""
-        try:
-            slots = self.backend.cluster().total_slots
-        except Exception:  # the view failed: one at a time, the runs' reservations still wait for slots
-            slots = 0
-        fits = max(1, slots // self.num_nodes)
+        """Trials at once: ``parallel``, or as many as the cluster's task slots hold (at least one),
+        the slots read at most once a second."""
+        if self.parallel is not None and len(self.live) >= self.parallel:
+            return self.parallel
+        now = time.monotonic()
+        if now - self._slots_read_at >= 1.0:
+            self._slots_read_at = now
+            try:
+                self._slots = self.backend.cluster().total_slots
+            except Exception:  # the view failed: one at a time, the runs' reservations still wait for slots
+                self._slots = 0
+        fits = max(1, self._slots // self.num_nodes)
         return min(self.parallel, fits) if self.parallel else fits
 
     def _fill(self) -> None:
@@ -276,6 +286,14 @@ class Sweep:
                 self._launch()
             except LaunchError:  # its run's end is queued: _on_end records it and counts the failure
                 pass
+
+    def _stop_live(self) -> None:
+        """Stop every running trial not asked to stop yet (each on a thread: a stop waits for the run's end)."""
+        for trial in list(self.live.values()):
+            if not trial.stop_asked:
+                trial.stop_asked = True
+                threading.Thread(target=_stop_quietly, args=(trial.run, 60.0), daemon=True,
+                                 name=f"tfos-stop-{trial.run.run_id}").start()
 
     def _launch(self, first: bool = False) -> None:
         trial = self.study.ask(self.space.distributions)
@@ -338,6 +356,7 @@ class Sweep:
         if trial.optuna_trial.should_prune() and not self._stopping.is_set():
             trial.pruned_at = time.monotonic()
             self.events.publish(TrialPruned(self.sweep_id, number=trial.number, step=step, value=value))
+            trial.stop_asked = True
             threading.Thread(target=_stop_quietly, args=(trial.run, 60.0), daemon=True,
                              name=f"tfos-prune-{trial.run.run_id}").start()
 
@@ -376,6 +395,7 @@ class Sweep:
         elif state == "failed":
             self._failures_in_a_row += 1
         trial.state = state
+        self._counted += state != "stopped"
         self.live.pop(trial.number, None)
         ended = TrialEnded(self.sweep_id, number=trial.number, state=state, value=trial.value, step=trial.step,
                            error=error, stop_secs=stop_secs, params=trial.params)
