@@ -59,13 +59,14 @@ def ui_tests_ready() -> Path:
 
 def test_a_notebook_run_appears_in_the_runs_sidebar_and_its_tensorboard_panel_draws_scalars(
         ui_tests_ready, tmp_path):
-    """The three browser tests pass: the training run end to end in JupyterLab (the monitor's
+    """The four browser tests pass: the training run end to end in JupyterLab (the monitor's
     quiet log, curves, progress bar and throughput, the sidebar's details, pace and actions, a
     TensorBoard panel that shows a new point within 5 s, a re-run whose monitor's own TensorBoard
     shows a new point within 5 s and whose Profile button records both nodes' traces, shown by
     the Profile tab through jupyter-server-proxy, restore after reload, clearing ended runs),
-    the sidebar's message when the server extension is missing, and the monitor in Notebook 7
-    with the curve kept by the saved notebook. The screenshots land in a temporary folder; copy
+    the sidebar's message when the server extension is missing, the monitor in Notebook 7
+    with the curve kept by the saved notebook, and a sweep in the sidebar (its trials below it,
+    a long sweep stopped from there). The screenshots land in a temporary folder; copy
     them to docs/ to refresh the documentation's."""
     screenshots = tmp_path / "screenshots"
     screenshots.mkdir()
@@ -95,7 +96,7 @@ def test_a_notebook_run_appears_in_the_runs_sidebar_and_its_tensorboard_panel_dr
     # Playwright's own report first: the Jupyter server's log (its [WebServer] lines) can drown it.
     report = "\n".join(line for line in output.splitlines() if "[WebServer]" not in line)
     assert done.returncode == 0, f"the Galata test failed:\n{report[-12000:]}"
-    assert re.search(r"\b3 passed\b", output) and " skipped" not in output, output[-3000:]
+    assert re.search(r"\b4 passed\b", output) and " skipped" not in output, output[-3000:]
     for name in ("labextension.png", "monitor.png", "sidebar.png", "profile.png"):
         assert (screenshots / name).stat().st_size > 2_000, name
     for line in ("panel latency over .*", "monitor latency over .*", "profile .* of the re-run: hosts .*"):
