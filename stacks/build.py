@@ -45,7 +45,7 @@ RUNTIME = ("tensorflow", "tensorflow-cpu", "tf-keras", "keras", "tensorboard", "
            "mlflow-skinny", "ipywidgets", "ipykernel", "ipython", "jupyter-client", "nbclient", "nbformat",
            "scikit-learn", "pandas", "pyarrow", "pyarrow-hotfix", "numpy", "cloudpickle", "psutil", "msgpack",
            "cryptography", "fsspec", "protobuf", "grpcio", "grpcio-status", "googleapis-common-protos",
-           "setuptools")
+           "setuptools", "optuna")
 #: The test harness (not part of any runtime): resolved under the stack's constraints like the rest.
 TEST_TOOLS = ("pytest", "pytest-timeout", "hypothesis")
 #: What the runtime has but pip must not see (see step 3).

@@ -1,5 +1,5 @@
 """%%tfos_sweep through IPython on local[4] Spark: the cell runs as every node of each trial with the
-trial's parameters on ``args``; the widget's table and chart; %tfos_stop and a stop request from
+trial's parameters on ``args``; the widget's table and chart; %tfos_status; %tfos_stop and a stop request from
 another process (the sidebar's) stop a sweep and its trials."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ import time
 from nbhelpers import table_rows
 
 from tfos_notebook.examples.sweep_trial import trial
-from tfos_notebook.notebook.sweepmonitor import SweepMonitor
+from tfos_notebook.notebook.sweepmonitor import SweepMonitor, snapshot_html
 from tfos_notebook.notebook.sweeps import SweepRun
 from tfos_notebook.state import registry
 
 
-def test_a_sweep_cell_runs_its_trials_and_the_widget_tables_and_charts_them(ip, local_spark4):
+def test_a_sweep_cell_runs_its_trials_and_the_widget_tables_and_charts_them(ip, local_spark4, capsys):
     ip.user_ns["trial_fn"] = trial
     ip.user_ns["space"] = {"lr": [0.01, 0.02, 0.5], "optimizer": ["adam"], "steps": 4, "step_secs": 0.2,
                            "fail_above": 0.4}
@@ -40,6 +40,11 @@ def test_a_sweep_cell_runs_its_trials_and_the_widget_tables_and_charts_them(ip, 
     assert states == {0.01: "complete", 0.02: "complete", 0.5: "failed"}
     assert monitor.chart.value.count("<polyline") == 2  # the failed trial reported nothing
     assert monitor.stop_button.disabled
+    # the ended sweep's static copy, which a saved notebook keeps, hidden while the widget shows
+    assert monitor.snapshot_shown and 'class="tfos-snapshot"' in snapshot_html(monitor.view)
+    assert f'data-run-id="{handle.run_id}"' in monitor.header.value and "display:none" in monitor.header.value
+    ip.run_line_magic("tfos_status", "")
+    assert "sweep cellsweep: finished" in capsys.readouterr().out
 
 
 def test_tfos_stop_and_a_stop_request_from_another_process_stop_a_sweep(ip, local_spark4, capsys):

@@ -164,3 +164,29 @@ def test_a_trial_that_cannot_fit_the_cluster_is_refused_at_once(local_spark4, tm
         tfos_notebook.sweep(trial, SPACE, trials=2, workers=5, storage=f"sqlite:///{tmp_path}/study.db",
                             args=BASE, spark=local_spark4, monitor="none", tensorboard=False)
     assert time.monotonic() - started < 15
+
+
+def fed_trial(args, ctx):
+    """InputMode.SPARK: reads its share of the fed rows with TensorFlowOnSpark's DataFeed; the chief
+    reports a loss made of the trial's parameter."""
+    from tfos_notebook import TFNode
+
+    feed = TFNode.DataFeed(ctx.mgr)
+    ids = []
+    while not feed.should_stop():
+        ids += [row[0] for row in feed.next_batch(100)]
+    if ctx.is_chief:
+        ctx.report(1, loss=args.lr)
+    return ids
+
+
+def test_trials_fed_from_a_dataframe_each_read_every_row(local_spark4, tmp_path):
+    rows = 500
+    df = local_spark4.range(0, rows, numPartitions=3)
+    handle = tfos_notebook.sweep(fed_trial, {"lr": [0.1, 0.2]}, trials=2, parallel=2, workers=2, sampler="grid",
+                                 pruner="none", storage=f"sqlite:///{tmp_path}/study.db", spark=local_spark4,
+                                 monitor="none", tensorboard=False, input_mode="spark", data=df)
+    best = handle.wait(300)
+    assert best["params"] == {"lr": 0.1} and len(handle.trials) == 2
+    for run in handle.trials.values():  # each trial was fed the whole frame, shared between its two nodes
+        assert sorted(i for ids in run.results.values() for i in ids) == list(range(rows))

@@ -186,14 +186,16 @@ def train(body: str, options: TrainOptions, user_ns: MutableMapping[str, Any], *
 
 
 def status_text(runs: KernelRuns) -> str:
-    """One line per run of this kernel: name, run id, state, elapsed, nodes."""
-    if not len(runs):
+    """One line per run of this kernel (name, run id, state, elapsed, nodes), then one per sweep
+    (name, id, and its headline: trials by state, best so far)."""
+    if not len(runs) and not runs.sweeps:
         return "no run was launched from this kernel yet"
     lines = []
     for r in runs:
         took = format_duration(r.elapsed)
         nodes = ", ".join(f"{n} {s}" for n, s in r.run.node_states().items())
         lines.append(f"{r.name:<20} {r.run_id:<24} {r.state:<10} {took:>8}  {nodes}")
+    lines += [f"{s.name:<20} {s.run_id:<24} {s.summary()}" for s in runs.sweeps]
     return "\n".join(lines)
 
 

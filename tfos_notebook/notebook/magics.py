@@ -167,7 +167,7 @@ class TFOSMagics(Magics):
 
     @line_magic
     def tfos_status(self, line: str = "") -> None:
-        """List the runs launched from this kernel and their state."""
+        """List the runs and sweeps launched from this kernel and their state."""
         print(api.status_text(self.runs))
 
     @magic_arguments()

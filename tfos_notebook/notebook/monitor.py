@@ -70,7 +70,7 @@ class Monitor:
         import ipywidgets as w
 
         self.view = RunView(name, run_id, max_logs=visible_logs)
-        self._show = show or _display_raw
+        self._show = show or display_raw
         self._snapshot_shown = False
         self._on_stop = on_stop
         self._on_cleanup = on_cleanup
@@ -225,7 +225,7 @@ class Monitor:
         return bundle
 
 
-def _display_raw(bundle: dict) -> None:
+def display_raw(bundle: dict) -> None:
     from IPython.display import display
 
     display(bundle, raw=True)

@@ -20,6 +20,8 @@ from ..runtime.driver.events import Event, FindingRaised, MlflowRun, TensorBoard
 from ..search.events import SweepFinished, SweepStarted, TrialEnded, TrialPruned, TrialReported, TrialStarted
 from .curves import NODE_COLOURS, chart_svg
 from .frontend import widget_bundle
+from .monitor import display_raw
+from .monitorhtml import snapshot_hider_html
 from .panel import DEFAULT_HEIGHT, TensorBoardPanel
 from .text import _print
 from .view import format_duration
@@ -57,10 +59,11 @@ class SweepView:
         self.tensorboard_url = ""
         self.started = time.time()
         self.ended_at: float | None = None
+        self.sweep_id = ""
 
     def apply(self, e: Event) -> None:
         if isinstance(e, SweepStarted):
-            self.plan, self.started = e, e.t
+            self.plan, self.started, self.sweep_id = e, e.t, e.run_id
         elif isinstance(e, TrialStarted):
             self.trials[e.number] = TrialRow(e.number, e.params, e.trial_name, resumes=e.resumes)
         elif isinstance(e, TrialReported) and e.number in self.trials:
@@ -148,13 +151,21 @@ def header_html(view: SweepView, now: float | None = None) -> str:
     return f"<b>{html.escape(view.headline(now))}</b>{links}"
 
 
+def snapshot_html(view: SweepView) -> str:
+    """The ended sweep as static HTML, what a saved notebook keeps (hidden while the widget shows)."""
+    return (f'<div class="tfos-snapshot" data-run-id="{html.escape(view.sweep_id)}"><div>{header_html(view)}</div>'
+            f"{errors_html(view)}{table_html(view)}{chart_html(view)}</div>")
+
+
 class SweepMonitor:
     """A sweep's live widget: header, Stop, the trials' table, the metric chart, the sweep's TensorBoard."""
 
-    def __init__(self, name: str, on_stop: Callable[[], Any]) -> None:
+    def __init__(self, name: str, on_stop: Callable[[], Any], show: Callable[[dict], Any] | None = None) -> None:
         import ipywidgets as w
 
         self.view = SweepView(name)
+        self._show = show or display_raw
+        self.snapshot_shown = False
         self._lock = threading.Lock()
         self._on_stop = on_stop
         self.header = w.HTML(layout=w.Layout(flex="1 1 auto"))
@@ -174,11 +185,15 @@ class SweepMonitor:
             for e in events:
                 self.view.apply(e)
             v = self.view
-            self.header.value = header_html(v, now)
+            ended = v.state != "running"
+            self.header.value = header_html(v, now) + (snapshot_hider_html(v.sweep_id) if ended else "")
             self.findings.value = errors_html(v)
             self.table.value = table_html(v)
             self.chart.value = chart_html(v)
-            self.stop_button.disabled = v.state != "running"
+            self.stop_button.disabled = ended
+            if ended and not self.snapshot_shown:  # after the widget got the rule that hides it
+                self.snapshot_shown = True
+                self._show({"text/html": snapshot_html(v), "text/plain": v.headline()})
 
     def _stop_clicked(self, _button: Any) -> None:
         self.stop_button.disabled = True
