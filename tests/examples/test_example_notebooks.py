@@ -81,3 +81,10 @@ def test_06_mirrored_strategy_runner_returns_worker_0s_accuracy(work_dir, monkey
     summary = run_notebook("06_distributor_style.ipynb", work_dir, monkeypatch)
     assert summary["workers"] == ["worker:0", "worker:1"]
     assert summary["accuracy"] >= ACCURACY["06"], summary
+
+
+def test_07_a_sweep_of_distributed_trials_finds_a_good_learning_rate(work_dir, monkeypatch):
+    summary = run_notebook("07_sweep.ipynb", work_dir, monkeypatch, TFOS_TRIALS="4")
+    assert summary["trials"] == 4 and set(summary["states"]) <= {"COMPLETE", "PRUNED"}
+    assert summary["best_val_accuracy"] >= 0.85, summary
+    assert set(summary["best_params"]) == {"learning_rate", "batch_size"} and summary["tensorboard"]

@@ -235,7 +235,9 @@ class SweepTextMonitor:
             params = ", ".join(f"{k}={_fmt(val)}" for k, val in e.params.items())
             return f"trial {e.number} started ({params})"
         if isinstance(e, TrialPruned):
-            return f"trial {e.number} pruned at step {e.step} ({metric} {e.value:.4g})"
+            return f"trial {e.number} pruned at step {e.step} ({metric} {e.value:.4g}): stopping it"
+        if isinstance(e, TrialEnded) and e.state == "pruned":
+            return f"trial {e.number} stopped {e.stop_secs:.1f} s after it was pruned"
         if isinstance(e, TrialEnded):
             value = "" if e.value is None else f" {metric} {e.value:.4g}"
             why = f": {e.error}" if e.error else ""
