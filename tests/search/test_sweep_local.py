@@ -143,6 +143,22 @@ def test_a_stopped_sweep_resumes_from_its_study_with_the_interrupted_trials_firs
     assert len(told) == 4  # the two stopped ones do not count: they ran again
 
 
+def test_a_finished_sweep_asked_for_more_trials_counts_and_ranks_its_earlier_ones(local_spark4, tmp_path):
+    options = {"parallel": 2, "workers": 2, "name": "grown", "storage": f"sqlite:///{tmp_path}/study.db",
+               "args": {**BASE, "steps": 3}, "spark": local_spark4, "monitor": "none", "tensorboard": False,
+               "sampler": "random", "seed": 3, "pruner": "none"}
+    first = tfos_notebook.sweep(trial, SPACE, trials=2, **options)
+    first.wait(120)
+    again = tfos_notebook.sweep(trial, SPACE, trials=3, **options)
+    best = again.wait(120)
+    events = again.sweep.events.events()
+    assert [e.number for e in events if isinstance(e, TrialEnded) and e.earlier] == [0, 1]
+    assert [e.number for e in events if isinstance(e, TrialStarted)] == [2]
+    values = {e.number: e.value for e in again.sweep.ended}
+    assert sorted(values) == [0, 1, 2] and best["value"] == min(values.values())
+    assert registry.get_run("grown").metrics["complete"] == 3
+
+
 def test_a_metric_the_chief_never_reports_is_named_at_once_and_ends_the_sweep(local_spark4, tmp_path):
     started = time.monotonic()
     handle = tfos_notebook.sweep(trial, SPACE, trials=4, parallel=2, workers=2, metric="val_loss",

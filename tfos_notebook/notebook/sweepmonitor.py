@@ -72,8 +72,8 @@ class SweepView:
             row.curve.append((e.step, e.value))
         elif isinstance(e, TrialPruned) and e.number in self.trials:
             self.trials[e.number].state = "pruning"
-        elif isinstance(e, TrialEnded) and e.number in self.trials:
-            row = self.trials[e.number]
+        elif isinstance(e, TrialEnded):
+            row = self.trials.setdefault(e.number, TrialRow(e.number, e.params, f"trial-{e.number:03d}"))
             row.state, row.value, row.step, row.error = e.state, e.value, e.step, e.error
             if e.state == "complete" and e.value is not None and (self.best is None or self._better(e.value, self.best[1])):
                 self.best = (e.number, e.value)
@@ -240,6 +240,8 @@ class SweepTextMonitor:
             return f"trial {e.number} stopped {e.stop_secs:.1f} s after it was pruned"
         if isinstance(e, TrialEnded):
             value = "" if e.value is None else f" {metric} {e.value:.4g}"
+            if e.earlier:
+                return f"trial {e.number} {e.state}{value} (before the sweep resumed)"
             why = f": {e.error}" if e.error else ""
             return f"trial {e.number} {e.state}{value}{why}"
         if isinstance(e, FindingRaised):

@@ -62,7 +62,8 @@ class TrialEnded(Event):
     """Trial ``number`` ended: ``state`` is ``complete``, ``pruned``, ``failed`` or ``stopped`` (the
     sweep was stopped; it runs again on resume). ``value``: its metric (the last reported one, or
     what the chief returned); ``stop_secs``: a pruned trial's seconds from the decision to its
-    run's end, its slots free again."""
+    run's end, its slots free again. ``earlier``: a trial a resumed sweep found ended in its study
+    (published once, after ``SweepStarted``, at the time it ended)."""
 
     number: int
     state: str
@@ -71,6 +72,7 @@ class TrialEnded(Event):
     error: str = ""
     stop_secs: float = 0.0
     params: dict[str, Any] = field(default_factory=dict)
+    earlier: bool = False
 
 
 @dataclass(frozen=True)

@@ -135,8 +135,8 @@ class SweepParent:
                       "pruner": event.pruner, **{f"space.{k}": v for k, v in event.space.items()}}
             for key, value in params.items():
                 self._client.log_param(self.mlflow_run_id, c.safe_key(key), str(value)[:c.MAX_PARAM_VALUE])
-        elif isinstance(event, TrialEnded):
-            ended = self.sweep.ended
+        elif isinstance(event, TrialEnded) and not event.earlier:  # a resumed sweep's were logged before
+            ended = [e for e in self.sweep.ended if e.t <= event.t or e.earlier]
             step = len(ended)
             for state in ("complete", "pruned", "failed"):
                 self._client.log_metric(self.mlflow_run_id, f"trials_{state}",

@@ -40,7 +40,7 @@ from .space import parse_space
 from .study import (
     RESUMES,
     STOPPED,
-    counted,
+    earlier_ends,
     enqueue_grid,
     make_pruner,
     make_sampler,
@@ -158,13 +158,12 @@ class Sweep:
         self.state = "new"
         self.error: BaseException | None = None
         self.live: dict[int, Trial] = {}
-        self.ended: list[TrialEnded] = []
+        self.ended: list[TrialEnded] = []  # every trial that counts, a resumed sweep's earlier ones first
         self._queue: queue.Queue = queue.Queue()
         self._stopping = threading.Event()
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True, name=f"tfos-sweep-{self.name}")
         self._metric_seen = False
-        self._counted = 0  # trials that count against ``trials`` (study.counted at the start, then kept here)
         self._slots, self._slots_read_at = 0, -1.0
         self._failures_in_a_row = 0
 
@@ -180,7 +179,7 @@ class Sweep:
             raise ConfigError(f"sweep {self.name} was already started; create a new Sweep (the same name resumes it)")
         self.study = open_study(self.name, self.storage, self.direction, self.sampler, self.pruner)
         requeued = requeue_interrupted(self.study)
-        self._counted = counted(self.study)
+        self.ended = earlier_ends(self.study, self.sweep_id)
         if self.sampler_name == "grid":
             enqueue_grid(self.study, self.space, self.seed)
         self.state = "running"
@@ -191,7 +190,9 @@ class Sweep:
         self.events.publish(SweepStarted(
             self.sweep_id, name=self.name, trials=self.trials, parallel=self.parallel or 0, workers=self.workers,
             metric=self.metric, direction=self.direction, sampler=str(self.sampler_name), pruner=str(self.pruner_name),
-            space=self.space.describe(), done=self._counted, requeued=tuple(requeued)))
+            space=self.space.describe(), done=len(self.ended), requeued=tuple(requeued)))
+        for ended in self.ended:
+            self.events.publish(ended)
         if self._to_start() > 0:
             try:
                 self._launch(first=True)
@@ -263,7 +264,7 @@ class Sweep:
                      "failed" if self.error is not None else "finished", self.error)
 
     def _to_start(self) -> int:
-        return self.trials - self._counted - len(self.live)
+        return self.trials - sum(1 for e in self.ended if e.state != "stopped") - len(self.live)
 
     def _capacity(self) -> int:
         """Trials at once: ``parallel``, or as many as the cluster's task slots hold (at least one),
@@ -395,7 +396,6 @@ class Sweep:
         elif state == "failed":
             self._failures_in_a_row += 1
         trial.state = state
-        self._counted += state != "stopped"
         self.live.pop(trial.number, None)
         ended = TrialEnded(self.sweep_id, number=trial.number, state=state, value=trial.value, step=trial.step,
                            error=error, stop_secs=stop_secs, params=trial.params)

@@ -19,11 +19,13 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..state.files import state_dir
+from .events import TrialEnded
 from .space import Space
 
 SAMPLERS = ("tpe", "random", "grid")
 PRUNERS = ("median", "asha", "none")
 STOPPED, RESUMES = "tfos_stopped", "tfos_resumes"
+STATES = {"COMPLETE": "complete", "PRUNED": "pruned", "FAIL": "failed"}  # Optuna's, as the sweep's events name them
 
 
 def require_optuna() -> Any:
@@ -89,16 +91,29 @@ def open_study(name: str, storage: Any, direction: str, sampler: Any, pruner: An
     return study
 
 
-def counted(study: Any) -> int:
-    """Trials that count against the sweep's ``trials``: finished, pruned, or failed on their own
-    (not stopped, and no later trial standing in for them)."""
+def ended_trials(study: Any) -> list[Any]:
+    """The study's trials that count against the sweep's ``trials``: finished, pruned, or failed on
+    their own (not stopped, and no later trial standing in for them), oldest first."""
     from optuna.trial import TrialState
 
     trials = study.get_trials(deepcopy=False)
     standing_in = {t.user_attrs.get(RESUMES) for t in trials}
-    return sum(1 for t in trials if t.number not in standing_in and (
+    return [t for t in trials if t.number not in standing_in and (
         t.state in (TrialState.COMPLETE, TrialState.PRUNED)
-        or (t.state is TrialState.FAIL and not t.user_attrs.get(STOPPED))))
+        or (t.state is TrialState.FAIL and not t.user_attrs.get(STOPPED)))]
+
+
+def earlier_ends(study: Any, sweep_id: str) -> list[TrialEnded]:
+    """How each trial of :func:`ended_trials` ended, as the sweep's events say it (``earlier``)."""
+    out = []
+    for t in ended_trials(study):
+        steps = t.intermediate_values
+        last = max(steps) if steps else 0
+        value = t.value if t.value is not None else steps.get(last)
+        ended = t.datetime_complete.timestamp() if t.datetime_complete else 0.0
+        out.append(TrialEnded(sweep_id, number=t.number, state=STATES[t.state.name], value=value, step=last,
+                              error=t.user_attrs.get("error", ""), params=dict(t.params), earlier=True, t=ended))
+    return out
 
 
 def requeue_interrupted(study: Any) -> list[int]:
