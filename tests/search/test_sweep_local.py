@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import signal
 import time
 import urllib.request
 
 import pytest
-from procs import child_processes
+from procs import child_processes, child_role, eventually
 
 import tfos_notebook
 from tfos_notebook.errors import ConfigError
@@ -157,6 +159,23 @@ def test_a_finished_sweep_asked_for_more_trials_counts_and_ranks_its_earlier_one
     values = {e.number: e.value for e in again.sweep.ended}
     assert sorted(values) == [0, 1, 2] and best["value"] == min(values.values())
     assert registry.get_run("grown").metrics["complete"] == 3
+
+
+def test_a_trial_whose_node_is_lost_is_failed_with_the_reason_and_the_sweep_goes_on(local_spark4, tmp_path):
+    handle = tfos_notebook.sweep(trial, {"lr": [0.01, 0.02], "optimizer": ["adam"]}, trials=2, parallel=2, workers=2,
+                                 sampler="grid", seed=1, pruner="none", storage=f"sqlite:///{tmp_path}/study.db",
+                                 args={**BASE, "steps": 40, "step_secs": 0.2}, spark=local_spark4, monitor="none",
+                                 tensorboard=False, retries=0)
+    assert eventually(lambda: len(handle.trials) == 2 and all(child_processes(r.run_id) for r in handle.trials.values()),
+                      timeout=60)
+    lost = handle.trials[0]
+    victim = next(p for p in child_processes(lost.run_id) if child_role(p) == "worker:0")
+    os.kill(victim.pid, signal.SIGKILL)  # trial 0's worker dies, and it may not be relaunched (retries=0)
+    handle.wait(120)
+    ended = {e.number: e for e in handle.sweep.events.events() if isinstance(e, TrialEnded)}
+    assert ended[0].state == "failed" and ended[0].error.startswith("the function failed on worker:0")
+    assert "SIGKILL" in ended[0].error or "died" in ended[0].error  # as the run tells it (a forked child or not)
+    assert ended[1].state == "complete" and handle.state == "finished" and handle.best["number"] == 1
 
 
 def test_a_metric_the_chief_never_reports_is_named_at_once_and_ends_the_sweep(local_spark4, tmp_path):
