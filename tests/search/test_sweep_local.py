@@ -178,6 +178,18 @@ def test_a_trial_whose_node_is_lost_is_failed_with_the_reason_and_the_sweep_goes
     assert ended[1].state == "complete" and handle.state == "finished" and handle.best["number"] == 1
 
 
+def test_successive_halving_prunes_the_poor_trial_at_its_first_rung(local_spark4, tmp_path):
+    # One trial at a time, in a known order: the first sets the rungs (its steps: a rung at step 1,
+    # then every 4x), the poor second is below the best at the first rung, the third is the best.
+    queued = [{"lr": 0.02, "optimizer": "adam"}, {"lr": 0.0001, "optimizer": "sgd"}, {"lr": 0.01, "optimizer": "adam"}]
+    handle = tfos_notebook.sweep(trial, SPACE, trials=3, parallel=1, workers=2, name="asha", pruner="asha",
+                                 storage=stored_study(tmp_path, "asha", queued), args=BASE, spark=local_spark4,
+                                 monitor="none", tensorboard=False)
+    best = handle.wait(120)
+    states = [e.state for e in handle.sweep.events.events() if isinstance(e, TrialEnded)]
+    assert states == ["complete", "pruned", "complete"] and best["number"] == 2
+
+
 def test_a_metric_the_chief_never_reports_is_named_at_once_and_ends_the_sweep(local_spark4, tmp_path):
     started = time.monotonic()
     handle = tfos_notebook.sweep(trial, SPACE, trials=4, parallel=2, workers=2, metric="val_loss",

@@ -58,15 +58,16 @@ def make_sampler(sampler: Any, space: Space, seed: int | None) -> Any:
 
 def make_pruner(pruner: Any) -> Any:
     """The Optuna pruner for ``pruner``: ``median`` (a trial below the median of the finished ones
-    at the same step, once two finished), ``asha`` (asynchronous successive halving), ``none``, or
-    a pruner object."""
+    at the same step, once two finished), ``asha`` (asynchronous successive halving: rungs at the
+    reported steps 1, 4, 16..., the best quarter of the trials that reached a rung going on),
+    ``none``, or a pruner object."""
     optuna = require_optuna()
     if isinstance(pruner, optuna.pruners.BasePruner):
         return pruner
     if pruner == "median":
         return optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=0)
-    if pruner == "asha":
-        return optuna.pruners.SuccessiveHalvingPruner()
+    if pruner == "asha":  # rungs from the first report on (Optuna's "auto" waits for a finished trial)
+        return optuna.pruners.SuccessiveHalvingPruner(min_resource=1)
     if pruner in ("none", None):
         return optuna.pruners.NopPruner()
     raise ConfigError(f"pruner must be one of {', '.join(PRUNERS)} or an optuna pruner, got {pruner!r}")
