@@ -63,7 +63,7 @@ class TrialEnded(Event):
     sweep was stopped; it runs again on resume). ``value``: its metric (the last reported one, or
     what the chief returned); ``stop_secs``: a pruned trial's seconds from the decision to its
     run's end, its slots free again. ``earlier``: a trial a resumed sweep found ended in its study
-    (published once, after ``SweepStarted``, at the time it ended)."""
+    (published once, right after ``SweepStarted``, in the study's order)."""
 
     number: int
     state: str

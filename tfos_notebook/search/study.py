@@ -111,9 +111,8 @@ def earlier_ends(study: Any, sweep_id: str) -> list[TrialEnded]:
         steps = t.intermediate_values
         last = max(steps) if steps else 0
         value = t.value if t.value is not None else steps.get(last)
-        ended = t.datetime_complete.timestamp() if t.datetime_complete else 0.0
         out.append(TrialEnded(sweep_id, number=t.number, state=STATES[t.state.name], value=value, step=last,
-                              error=t.user_attrs.get("error", ""), params=dict(t.params), earlier=True, t=ended))
+                              error=t.user_attrs.get("error", ""), params=dict(t.params), earlier=True))
     return out
 
 
