@@ -8,13 +8,16 @@ to the most recently started cell unless that thread sets its own parent message
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from ..errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 MONITOR_MODES = ("auto", "widget", "text", "none")
 MONITOR_ENV = "TFOS_MONITOR"
@@ -102,6 +105,17 @@ class OutputTarget:
                 if hasattr(stream, "set_parent"):
                     stream.set_parent(self.parent)
         yield
+
+    def show(self, view: Any, show: Callable[[Any], None]) -> None:
+        """``show(view)`` from a background thread, writing to this cell; nothing without a view,
+        and a view that fails is logged, never raised (it must not break what called it)."""
+        if view is None:
+            return
+        try:
+            with self.active():
+                show(view)
+        except Exception:
+            log.exception("a view could not be updated")
 
     @contextmanager
     def follow_caller(self) -> Iterator[None]:

@@ -7,7 +7,6 @@ the cell's lines, and output that follows the cell that waits.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -28,8 +27,6 @@ from .view import timeline
 if TYPE_CHECKING:
     from ..runtime.driver.profiles import ProfileResult
     from ..tensorboard import TensorBoardHandle
-
-log = logging.getLogger(__name__)
 
 PROFILE_BUTTON_SECS = 5.0  # the monitor's Profile button records this long
 
@@ -218,13 +215,7 @@ class TrainRun:
 
     def _to_monitor(self, show: Callable[[Monitor | TextMonitor], None]) -> None:
         """``show(monitor)`` from a background thread, writing to the launching cell."""
-        if self.monitor is None:
-            return
-        try:
-            with self.target.active():
-                show(self.monitor)
-        except Exception:  # a broken view must not break the TensorBoard
-            log.exception("the monitor could not show the TensorBoard")
+        self.target.show(self.monitor, show)
 
     def show_tensorboard(self, url: str, height: int = 600) -> None:
         """Show TensorBoard at ``url`` in the monitor."""

@@ -23,7 +23,7 @@ from .frontend import widget_bundle
 from .monitor import display_raw
 from .monitorhtml import snapshot_hider_html
 from .panel import DEFAULT_HEIGHT, TensorBoardPanel
-from .text import _print
+from .text import print_line
 from .view import format_duration
 
 STATE_COLOURS = {"running": "#2563eb", "complete": "#16a34a", "pruned": "#6b7280", "failed": "#dc2626",
@@ -212,7 +212,7 @@ class SweepMonitor:
 class SweepTextMonitor:
     """A sweep's progress as text lines: each trial's start and end, pruning, and the end."""
 
-    def __init__(self, name: str, write: Callable[[str], None] = _print) -> None:
+    def __init__(self, name: str, write: Callable[[str], None] = print_line) -> None:
         self.view = SweepView(name)
         self._write = write
 

@@ -10,24 +10,18 @@ other kernels and the sidebar carried out), and ``%tfos_stop`` by the sweep's na
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import threading
-import time
 from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-import psutil
-
 from ..errors import ConfigError, TFOSError
 from ..runtime.driver.events import Event, MlflowRun, TensorBoardStarted
 from ..runtime.wire.paths import is_shared_logdir
-from ..search.events import SweepFinished, TrialEnded
-from ..search.runner import Sweep
+from ..search.events import SweepFinished, TrialEnded, tally
+from ..search.runner import Sweep, trial_label
 from ..state import registry
 from ..state.files import state_dir
-from ..state.registry import RunRecord
 from ..tensorboard.mirror import Mirror
 from . import tracker
 from .capture import capture_cell
@@ -41,9 +35,6 @@ if TYPE_CHECKING:
     from ..tensorboard import TensorBoardHandle
 
 log = logging.getLogger(__name__)
-
-STOP_POLL_SECS = 0.5
-
 
 class SweepRun:
     """A sweep launched from a notebook or a script: the :class:`Sweep` plus its monitor, its
@@ -71,13 +62,12 @@ class SweepRun:
                       if self.monitor is not None else None)
 
     # -- what the sweep calls ----------------------------------------------------------------------
-    def _on_trial(self, run: Run, label: str) -> None:
-        number = int(label.rsplit("-", 1)[1])
+    def _on_trial(self, run: Run, number: int) -> None:
         self.trials[number] = run
         self._trackers.append(tracker.track(run, on_stop=run.stop, parent=self.sweep.sweep_id))
         if self.mirror is None:
             return
-        mirror = self.mirror
+        mirror, label = self.mirror, trial_label(number)
         run.set_file_sink(lambda node_dir, chunks: mirror.receive(f"{label}/{node_dir}", chunks))
         if is_shared_logdir(run.log_dir):
             with self._lock:
@@ -104,7 +94,7 @@ class SweepRun:
             board = serve_logdir(self.mirror.root, self.sweep.sc)
         except Exception as e:  # the sweep goes on without it; the monitor says why
             note = f"TensorBoard did not start: {str(e).splitlines()[0]}"
-            self._to_monitor(lambda m: m.tensorboard_note(note, error=True))
+            self.target.show(self.monitor, lambda m: m.tensorboard_note(note, error=True))
             return
         with self._lock:
             self.tensorboard = board
@@ -113,16 +103,7 @@ class SweepRun:
             board.add_source(logdir, label)
         self.sweep.events.publish(TensorBoardStarted(self.sweep.sweep_id, url=board.url))
         self._record.update(tensorboard_port=board.port, tensorboard_url=board.url, mirror_dir=self.mirror.root)
-        self._to_monitor(lambda m: m.show_tensorboard(board.url))
-
-    def _to_monitor(self, show: Callable[[Any], None]) -> None:
-        if self.monitor is None:
-            return
-        try:
-            with self.target.active():
-                show(self.monitor)
-        except Exception:  # a broken view must not break the sweep
-            log.exception("the sweep's monitor could not show the TensorBoard")
+        self.target.show(self.monitor, lambda m: m.show_tensorboard(board.url))
 
     # -- the user's side ---------------------------------------------------------------------------
     @property
@@ -192,10 +173,9 @@ class SweepRecord:
 
     def __init__(self, sweep: Sweep) -> None:
         self.sweep = sweep
-        self.record = RunRecord(
-            run_id=sweep.sweep_id, name=sweep.name, state="reserving", owner_pid=os.getpid(),
-            owner_create_time=psutil.Process().create_time(), kernel_id=tracker.kernel_id(), host=socket.gethostname(),
-            num_nodes=sweep.num_nodes, kind="sweep", log_dir=sweep.log_dir, model_dir=sweep.model_dir)
+        self.record = tracker.owned_record(
+            run_id=sweep.sweep_id, name=sweep.name, state="reserving", num_nodes=sweep.num_nodes, kind="sweep",
+            log_dir=sweep.log_dir, model_dir=sweep.model_dir)
         self._lock = threading.Lock()
         registry.write_record(self.record)
 
@@ -222,19 +202,19 @@ class SweepRecord:
             self.update(state="running")
 
     def _metrics(self) -> dict[str, float]:
-        ended = self.sweep.ended
-        out = {state: float(sum(1 for e in ended if e.state == state)) for state in ("complete", "pruned", "failed")}
+        counts, best = tally(self.sweep.ended, self.sweep.direction)
+        out = {state: float(n) for state, n in counts.items()}
         out["trials"] = float(self.sweep.trials)
-        best = self.sweep.best
         if best is not None:
-            out[f"best {self.sweep.metric}"] = float(best["value"])
+            out[f"best {self.sweep.metric}"] = float(best.value)
         return out
 
     def _watch_stop_requests(self) -> None:
-        while not self.sweep.done:
-            if registry.take_stop_request(self.sweep.sweep_id):
-                threading.Thread(target=self.sweep.stop, daemon=True, name="tfos-sweep-stop").start()
-            time.sleep(STOP_POLL_SECS)
+        tracker.watch_stop_requests(self.sweep.sweep_id, self.sweep.wait_ended, self.sweep.stop, self._stop_failed)
+
+    def _stop_failed(self, error: Exception) -> None:
+        log.warning("sweep %s: a stop request failed: %s", self.sweep.name, error)
+        self.update(error=f"stop request failed: {error}")
 
 
 def sweep(fn: Callable, space: Mapping[str, Any], *, trials: int, parallel: int | None = None, workers: int = 2,

@@ -32,7 +32,7 @@ PREFIX = "[tfos]"
 STEP_EVERY_SECONDS = 5.0
 
 
-def _print(line: str) -> None:
+def print_line(line: str) -> None:
     print(line, file=sys.stdout, flush=True)
 
 
@@ -46,7 +46,7 @@ class TextMonitor:
         step_every: least seconds (event time) between two step lines.
     """
 
-    def __init__(self, name: str, run_id: str, write: Callable[[str], None] = _print,
+    def __init__(self, name: str, run_id: str, write: Callable[[str], None] = print_line,
                  result: Callable[[], Any] | None = None, step_every: float = STEP_EVERY_SECONDS) -> None:
         self.view = RunView(name, run_id)
         self.write, self.result, self.step_every = write, result, step_every

@@ -60,10 +60,9 @@ class RunTracker:
         self._paces = PaceBoard()
         self._done = threading.Event()
         self._waiting_for = {"run", "mlflow"}  # the record is complete once both are
-        self.record = RunRecord(
+        self.record = owned_record(
             run_id=run.run_id, name=run.name, state=str(run.state) if run.state != "new" else "reserving",
-            owner_pid=os.getpid(), owner_create_time=psutil.Process().create_time(), kernel_id=kernel_id(),
-            host=socket.gethostname(), num_nodes=len(run.roles), roles=tuple(node_name(r, i) for r, i in run.roles),
+            num_nodes=len(run.roles), roles=tuple(node_name(r, i) for r, i in run.roles),
             input_mode=run.input_mode, model_dir=run.model_dir, log_dir=run.log_dir, parent=parent)
         registry.write_record(self.record)
         registry.prune()
@@ -157,14 +156,30 @@ class RunTracker:
             registry.write_record(self.record)
 
     def _watch_stop_requests(self) -> None:
-        while not self._done.wait(STOP_POLL_SECS):
-            if registry.take_stop_request(self.run.run_id):
-                try:
-                    self._on_stop()
-                except Exception as e:  # the record says why; the kernel goes on
-                    log.warning("run %s: a stop request failed: %s", self.run.run_id, e)
-                    self._update(error=f"stop request failed: {e}")
-        registry.take_stop_request(self.run.run_id)
+        watch_stop_requests(self.run.run_id, self._done.wait, self._on_stop, self._stop_failed)
+
+    def _stop_failed(self, error: Exception) -> None:
+        log.warning("run %s: a stop request failed: %s", self.run.run_id, error)
+        self._update(error=f"stop request failed: {error}")
+
+
+def owned_record(**fields: Any) -> RunRecord:
+    """A new registry record owned by this process (its pid and start time, its kernel, its host)."""
+    return RunRecord(owner_pid=os.getpid(), owner_create_time=psutil.Process().create_time(), kernel_id=kernel_id(),
+                     host=socket.gethostname(), **fields)
+
+
+def watch_stop_requests(run_id: str, ended: Callable[[float], bool], on_stop: Callable[[], None],
+                        failed: Callable[[Exception], None]) -> None:
+    """Carry out the stop requests other processes leave for ``run_id`` (``registry.request_stop``)
+    until ``ended(secs)`` (waiting at most ``secs``) says it has ended; a request left then is dropped."""
+    while not ended(STOP_POLL_SECS):
+        if registry.take_stop_request(run_id):
+            try:
+                on_stop()
+            except Exception as e:  # the record says why; the kernel goes on
+                failed(e)
+    registry.take_stop_request(run_id)
 
 
 def pace_record(p: Progress) -> dict[str, float]:

@@ -4,6 +4,7 @@ sweep's id."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,3 +83,17 @@ class SweepFinished(RunFinished):
 
     best: int = -1
     best_value: float | None = None
+
+
+COUNTED = ("complete", "pruned", "failed")  # the ends that count against a sweep's trials
+
+
+def tally(ended: Iterable[TrialEnded], direction: str) -> tuple[dict[str, int], TrialEnded | None]:
+    """How many of ``ended`` finished, were pruned and failed, and the best finished one (by
+    ``direction``, ``minimize`` or ``maximize``; None before one finished)."""
+    ended = list(ended)
+    counts = {state: sum(1 for e in ended if e.state == state) for state in COUNTED}
+    complete = [e for e in ended if e.state == "complete" and e.value is not None]
+    if not complete:
+        return counts, None
+    return counts, (min if direction == "minimize" else max)(complete, key=lambda e: e.value)

@@ -12,16 +12,16 @@ from __future__ import annotations
 
 import logging
 import queue
-import sys
 import threading
 from typing import Any
 
 from ..runtime.driver.events import Event, MlflowRun
 from ..tracking import content as c
+from ..tracking.fold import millis
 from ..tracking.links import run_url
-from ..tracking.mlflowrun import PARENT_RUN_TAG
+from ..tracking.mlflowrun import PARENT_RUN_TAG, caller_context, experiment_for, problem_text
 from ..tracking.settings import TrackingConfig
-from .events import SweepFinished, SweepStarted, TrialEnded
+from .events import SweepFinished, SweepStarted, TrialEnded, tally
 
 log = logging.getLogger(__name__)
 
@@ -36,15 +36,8 @@ class SweepParent:
 
     def __init__(self, sweep: Any, config: TrackingConfig) -> None:  # a runner.Sweep, which imports this
         self.sweep, self.config = sweep, config
-        self.tracking_uri: str | None = None
-        self._outer: tuple[str, str] | None = None  # the caller's active MLflow run: the sweep's parent
-        if "mlflow" in sys.modules:
-            import mlflow
-
-            active = mlflow.active_run()
-            if active is not None:
-                self._outer = (active.info.run_id, active.info.experiment_id)
-            self.tracking_uri = mlflow.get_tracking_uri()
+        # the caller's active MLflow run (the sweep's parent) and tracking store
+        self._outer, self.tracking_uri = caller_context()
         self.mlflow_run_id: str | None = None
         self.experiment_id: str | None = None
         self.url: str | None = None
@@ -112,7 +105,7 @@ class SweepParent:
             tags = {TAG_SWEEP: self.sweep.name}
             if self._outer is not None:
                 tags[PARENT_RUN_TAG] = self._outer[0]
-            experiment = self._experiment_id()
+            experiment = experiment_for(self._client, self.config, self._outer[1] if self._outer else None)
             # the fluent API gives the context tags (user, source, notebook) the caller's own runs get
             active = mlflow.start_run(experiment_id=experiment, run_name=self.sweep.name, tags=tags,
                                       log_system_metrics=False)
@@ -122,30 +115,25 @@ class SweepParent:
                            databricks.browser_host if databricks is not None else None)
         self._publish()
 
-    def _experiment_id(self) -> str | None:
-        if self.config.experiment is None:
-            return self._outer[1] if self._outer else None
-        found = self._client.get_experiment_by_name(self.config.experiment)
-        return found.experiment_id if found is not None else self._client.create_experiment(self.config.experiment)
-
     def _log(self, event: Event) -> None:
+        from mlflow.entities import Metric, Param, RunTag
+
         if isinstance(event, SweepStarted) and not self._resumed:
             params = {"trials": event.trials, "parallel": event.parallel or "slots", "workers": event.workers,
                       "metric": event.metric, "direction": event.direction, "sampler": event.sampler,
                       "pruner": event.pruner, **{f"space.{k}": v for k, v in event.space.items()}}
-            for key, value in params.items():
-                self._client.log_param(self.mlflow_run_id, c.safe_key(key), str(value)[:c.MAX_PARAM_VALUE])
+            self._client.log_batch(self.mlflow_run_id, params=[
+                Param(c.safe_key(k), str(v)[:c.MAX_PARAM_VALUE]) for k, v in params.items()])
         elif isinstance(event, TrialEnded) and not event.earlier:  # a resumed sweep's were logged before
-            ended = [e for e in self.sweep.ended if e.t <= event.t or e.earlier]
-            step = len(ended)
-            for state in ("complete", "pruned", "failed"):
-                self._client.log_metric(self.mlflow_run_id, f"trials_{state}",
-                                        sum(1 for e in ended if e.state == state), step=step)
-            best = self.sweep.best
+            ended = [e for e in self.sweep.ended if e.t <= event.t or e.earlier]  # as of this trial's end
+            counts, best = tally(ended, self.sweep.direction)
+            now, step = millis(event.t), len(ended)
+            metrics = [Metric(f"trials_{state}", n, now, step) for state, n in counts.items()]
+            tags = []
             if best is not None:
-                self._client.log_metric(self.mlflow_run_id, c.safe_key(f"best_{self.sweep.metric}"), best["value"],
-                                        step=step)
-                self._client.set_tag(self.mlflow_run_id, TAG_BEST, str(best["number"]))
+                metrics.append(Metric(c.safe_key(f"best_{self.sweep.metric}"), best.value, now, step))
+                tags.append(RunTag(TAG_BEST, str(best.number)))
+            self._client.log_batch(self.mlflow_run_id, metrics=metrics, tags=tags)
         elif isinstance(event, SweepFinished):
             if event.error:
                 self._client.set_tag(self.mlflow_run_id, c.TAG_ERROR, c.error_tag(event.error))
@@ -158,7 +146,7 @@ class SweepParent:
                                             error=self.error or ""))
 
     def _problem(self, what: str, error: BaseException) -> None:
-        text = f"{what}: {type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"
+        text = problem_text(what, error)
         log.warning("sweep %s: MLflow: %s", self.sweep.name, text)
         if self.error is None:
             self.error = text

@@ -35,7 +35,7 @@ from ..runtime.driver.launch import Run
 from ..runtime.driver.spark import backend_for
 from ..runtime.wire.plan import chief_of
 from ..tracking.settings import resolve as resolve_tracking
-from .events import SweepFinished, SweepStarted, TrialEnded, TrialPruned, TrialReported, TrialStarted
+from .events import SweepFinished, SweepStarted, TrialEnded, TrialPruned, TrialReported, TrialStarted, tally
 from .space import parse_space
 from .study import (
     RESUMES,
@@ -53,6 +53,7 @@ log = logging.getLogger(__name__)
 
 DIRECTIONS = ("minimize", "maximize")
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+STOP_SECS = 60.0  # how long a stopped trial's run may take to end before its stop gives up (and says so)
 LAUNCH_FAILURES = 3  # trials in a row ending before their cluster formed (pre-flight, reservation) end the sweep
 #: ``Run`` options a sweep hands to every trial's run as they are.
 RUN_OPTIONS = frozenset(inspect.signature(Run.__init__).parameters) - {
@@ -100,7 +101,7 @@ class Sweep:
         mlflow: as for ``Run``; with MLflow the sweep is one parent run and each trial a child run.
         data, epochs: fed to every trial in-stage (``input_mode="spark"``), as ``Run.start`` does.
         stop_grace_secs: seconds a stopped or pruned trial's nodes get to leave before they are killed.
-        on_trial: called with each trial's run and label (``trial-007``) before it starts.
+        on_trial: called with each trial's run and number before it starts.
         run_options: any other ``Run`` option (``gpus_per_node``, ``reservation_timeout``, ``env``...).
     """
 
@@ -109,7 +110,7 @@ class Sweep:
                  pruner: Any = "median", seed: int | None = None, name: str | None = None, storage: Any = None,
                  args: Any = None, log_dir: str | None = None, model_dir: str | None = None,
                  mlflow: bool | str | None = None, data: Any = None, epochs: int = 1, stop_grace_secs: float = 1.0,
-                 on_trial: Callable[[Run, str], None] | None = None, **run_options: Any) -> None:
+                 on_trial: Callable[[Run, int], None] | None = None, **run_options: Any) -> None:
         if not callable(fn):
             raise ConfigError(f"the trial function must take (args, ctx), got {type(fn).__name__}")
         for what, value, low in (("trials", trials, 1), ("workers", workers, 1), ("parallel", parallel, 1)):
@@ -152,7 +153,7 @@ class Sweep:
         where = self.backend.databricks()
         self.tracking_config = resolve_tracking(mlflow, where is not None and where.autologs_by_default,
                                                 self.backend.conf)
-        self.parent = None  # the MLflow parent run (tracking/sweep.py)
+        self.parent = None  # the MLflow parent run (mlflowparent.py)
         self.events = EventStream()
         self.study: Any = None
         self.state = "new"
@@ -222,6 +223,10 @@ class Sweep:
             raise self.error
         return self.best
 
+    def wait_ended(self, timeout: float | None = None) -> bool:
+        """Whether the sweep ended within ``timeout`` seconds (its error, if any, is ``wait``'s to raise)."""
+        return self._done.wait(timeout)
+
     @property
     def done(self) -> bool:
         return self._done.is_set()
@@ -229,12 +234,8 @@ class Sweep:
     @property
     def best(self) -> dict[str, Any] | None:
         """The best finished trial so far: ``number``, ``value``, ``params``; None before one finished."""
-        complete = [e for e in self.ended if e.state == "complete" and e.value is not None]
-        if not complete:
-            return None
-        pick = min if self.direction == "minimize" else max
-        best = pick(complete, key=lambda e: e.value)
-        return {"number": best.number, "value": best.value, "params": best.params}
+        _, best = tally(self.ended, self.direction)
+        return None if best is None else {"number": best.number, "value": best.value, "params": best.params}
 
     # -- the sweep's thread -------------------------------------------------------------------------
     def _loop(self) -> None:
@@ -259,7 +260,7 @@ class Sweep:
             self.error = e
             self._stopping.set()
             for trial in list(self.live.values()):
-                _stop_quietly(trial.run, 60.0)
+                _stop_quietly(trial.run, STOP_SECS)
         self._finish("stopped" if self._stopping.is_set() and self.error is None else
                      "failed" if self.error is not None else "finished", self.error)
 
@@ -289,17 +290,21 @@ class Sweep:
                 pass
 
     def _stop_live(self) -> None:
-        """Stop every running trial not asked to stop yet (each on a thread: a stop waits for the run's end)."""
         for trial in list(self.live.values()):
-            if not trial.stop_asked:
-                trial.stop_asked = True
-                threading.Thread(target=_stop_quietly, args=(trial.run, 60.0), daemon=True,
-                                 name=f"tfos-stop-{trial.run.run_id}").start()
+            self._ask_stop(trial)
+
+    def _ask_stop(self, trial: Trial) -> None:
+        """Stop ``trial``'s run, once, on a thread of its own (a stop waits for the run's end)."""
+        if trial.stop_asked:
+            return
+        trial.stop_asked = True
+        threading.Thread(target=_stop_quietly, args=(trial.run, STOP_SECS), daemon=True,
+                         name=f"tfos-stop-{trial.run.run_id}").start()
 
     def _launch(self, first: bool = False) -> None:
         trial = self.study.ask(self.space.distributions)
         params = {**self.space.fixed, **trial.params}
-        label = f"trial-{trial.number:03d}"
+        label = trial_label(trial.number)
         args = SimpleNamespace(**{**self.base_args, **params, "trial": trial.number, "sweep": self.name})
         try:
             run = Run(self.sc, self.fn, args, self.num_nodes, name=f"{self.name}/{label}",
@@ -312,7 +317,7 @@ class Sweep:
         record = Trial(trial.number, params, run, trial)
         trial.set_user_attr("tfos_run_id", run.run_id)
         if self.on_trial is not None:
-            self.on_trial(run, label)
+            self.on_trial(run, trial.number)
         chief = chief_of(run.roles)
 
         def on_event(event: Any) -> None:  # on the publishing thread: only queue
@@ -357,9 +362,7 @@ class Sweep:
         if trial.optuna_trial.should_prune() and not self._stopping.is_set():
             trial.pruned_at = time.monotonic()
             self.events.publish(TrialPruned(self.sweep_id, number=trial.number, step=step, value=value))
-            trial.stop_asked = True
-            threading.Thread(target=_stop_quietly, args=(trial.run, 60.0), daemon=True,
-                             name=f"tfos-prune-{trial.run.run_id}").start()
+            self._ask_stop(trial)
 
     def _on_end(self, trial: Trial, finished: RunFinished) -> None:
         run, study = trial.run, self.study
@@ -424,6 +427,11 @@ class Sweep:
         if self.parent is not None:
             self.parent.wait(30)
         self._done.set()
+
+
+def trial_label(number: int) -> str:
+    """Trial ``number``'s folder under the sweep's log and model dirs, and its TensorBoard runs' prefix."""
+    return f"trial-{number:03d}"
 
 
 def _as_dict(args: Any) -> dict[str, Any]:

@@ -91,14 +91,9 @@ class MlflowTracker:
         self.run, self.config = run, config
         self.parent_run_id: str | None = None
         self._parent_experiment: str | None = None
-        self.tracking_uri: str | None = None
-        if "mlflow" in sys.modules:  # else nothing set a run or a URI here yet (importing takes seconds)
-            import mlflow
-
-            active = mlflow.active_run()
-            if active is not None:
-                self.parent_run_id, self._parent_experiment = active.info.run_id, active.info.experiment_id
-            self.tracking_uri = mlflow.get_tracking_uri()
+        outer, self.tracking_uri = caller_context()
+        if outer is not None:
+            self.parent_run_id, self._parent_experiment = outer
         if config.parent_run_id is not None:
             self.parent_run_id, self._parent_experiment = config.parent_run_id, config.parent_experiment_id
         self.mlflow_run_id: str | None = None
@@ -221,19 +216,7 @@ class MlflowTracker:
         self._publish()
 
     def _experiment_id(self) -> str | None:
-        """The experiment named in the config (created if new), else the parent run's, else None
-        (MLflow's current experiment)."""
-        if self.config.experiment is None:
-            return self._parent_experiment
-        from mlflow.exceptions import MlflowException
-
-        found = self._client.get_experiment_by_name(self.config.experiment)
-        if found is not None:
-            return found.experiment_id
-        try:
-            return self._client.create_experiment(self.config.experiment)
-        except MlflowException:  # created meanwhile by another run
-            return self._client.get_experiment_by_name(self.config.experiment).experiment_id
+        return experiment_for(self._client, self.config, self._parent_experiment)
 
     def _send(self) -> None:
         from mlflow.entities import Metric, Param, RunTag
@@ -280,11 +263,44 @@ class MlflowTracker:
                 log.debug("the model error tag was not set", exc_info=True)
 
     def _problem(self, what: str, error: BaseException) -> None:
-        text = f"{what}: {type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"
+        text = problem_text(what, error)
         log.warning("run %s: MLflow: %s", self.run.name, text)
         if self.error is None:  # the first problem is shown; later ones are in the log
             self.error = text
             self._publish()
+
+
+def caller_context() -> tuple[tuple[str, str] | None, str | None]:
+    """The caller's active MLflow run, as (run id, experiment id), and its tracking URI, where this
+    process has imported MLflow (else nothing set a run or a URI here yet: importing takes seconds)."""
+    if "mlflow" not in sys.modules:
+        return None, None
+    import mlflow
+
+    active = mlflow.active_run()
+    return (None if active is None else (active.info.run_id, active.info.experiment_id)), mlflow.get_tracking_uri()
+
+
+def experiment_for(client: Any, config: TrackingConfig, parent_experiment: str | None) -> str | None:
+    """The experiment named in ``config`` (created if new), else the parent run's, else None
+    (MLflow's current experiment)."""
+    if config.experiment is None:
+        return parent_experiment
+    from mlflow.exceptions import MlflowException
+
+    found = client.get_experiment_by_name(config.experiment)
+    if found is not None:
+        return found.experiment_id
+    try:
+        return client.create_experiment(config.experiment)
+    except MlflowException:  # created meanwhile by another run
+        return client.get_experiment_by_name(config.experiment).experiment_id
+
+
+def problem_text(what: str, error: BaseException) -> str:
+    """What went wrong with MLflow, in one line."""
+    first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    return f"{what}: {type(error).__name__}: {first}"
 
 
 def close_at_exit() -> None:
