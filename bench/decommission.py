@@ -94,7 +94,7 @@ def main() -> None:
     from tfos_notebook.examples.elastic import STEPS_PER_EPOCH
     from tfos_notebook.runtime.driver.spark import backend_for
     from tfos_notebook.runtime.driver.spark.standalone import master_state
-    from tfos_notebook.runtime.wire.timeouts import Deadline
+    from tfos_notebook.runtime.host.timeouts import Deadline
 
     rng = random.Random(opts.seed)
     steps = [rng.randrange(STEPS_PER_EPOCH + 1, 3 * STEPS_PER_EPOCH) for _ in range(opts.pairs)]

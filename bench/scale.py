@@ -37,7 +37,7 @@ sys.path.insert(0, str(HERE.parent))
 from simnodes import SimBackend, Workload  # noqa: E402
 
 from tfos_notebook.runtime.driver.events import ClusterReady, Log, RunFinished  # noqa: E402
-from tfos_notebook.runtime.driver.launch import Run  # noqa: E402
+from tfos_notebook.runtime.driver.run.launch import Run  # noqa: E402
 from tfos_notebook.tensorboard.mirror import Mirror  # noqa: E402
 
 DEFAULT_NODES = (10, 100, 250, 500, 1000)

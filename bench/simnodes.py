@@ -3,7 +3,7 @@
 :class:`SimBackend` is a ``SparkBackend`` whose barrier "stage" is a few worker processes started
 ahead of time (so that interpreter start-up is not measured). When the driver's real ``Run``
 submits an attempt, each process gets its share of the tasks and plays every one of them on a
-thread of its own, as ``runtime/node/task.py`` does on an executor: connect with the run's secret
+thread of its own, as ``runtime/node/task/task.py`` does on an executor: connect with the run's secret
 (``channel.connect``), ``Register``, wait for the ``Cluster`` spec, report ``running``, stream
 ``Logs`` lines and ``Files`` event-file chunks, report a ``Result`` (the chief returns the number
 of nodes) and close.

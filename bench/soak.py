@@ -1,5 +1,5 @@
 """Soak: many launches in one SparkContext, and what the driver holds after each (by hand:
-``python bench/soak.py --launches 300``; ``tests/runtime/test_soak.py`` runs a short version).
+``python bench/soak.py --launches 300``; ``tests/runtime/driver/run/test_soak.py`` runs a short version).
 
 Launches cycle through the ways a run ends: the function returns (``finish``), ``stop()`` mid-run
 (``stop``), the function raises (``raise``), a node's training process is SIGKILLed and the run is
@@ -33,13 +33,13 @@ sys.path.insert(0, str(HERE.parent))
 from tfos_notebook import Run, TFNode  # noqa: E402
 from tfos_notebook.notebook import tracker  # noqa: E402
 from tfos_notebook.runtime.driver.events import ClusterReady  # noqa: E402
-from tfos_notebook.runtime.wire.timeouts import Deadline  # noqa: E402
+from tfos_notebook.runtime.host.timeouts import Deadline  # noqa: E402
 from tfos_notebook.tensorboard import attach_tensorboard, process  # noqa: E402
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # executors cannot import bench/
 
 KINDS = ("finish", "stop", "raise", "sigkill", "timeout", "feed")
-CHILD = "tfos_notebook.runtime.node.child"
+CHILD = "tfos_notebook.runtime.node.child.main"
 
 
 # -- what the nodes run -----------------------------------------------------------------------

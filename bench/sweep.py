@@ -76,7 +76,7 @@ def main() -> None:
 
     from tfos_notebook.devcluster import StandaloneCluster
     from tfos_notebook.runtime.driver.spark import backend_for
-    from tfos_notebook.runtime.wire.timeouts import Deadline
+    from tfos_notebook.runtime.host.timeouts import Deadline
 
     args = {"steps": opts.steps, "step_secs": opts.step_secs}
     rows = []

@@ -24,11 +24,11 @@ COLUMNS = {
     "monitor": [("tests/notebook/test_run_views.py", "")],
     "evaluation (02)": [("tests/stacks/test_stack.py", "test_evaluation_")],
     "TensorBoard": [("tests/stacks/test_stack.py", "test_tensorboard_")],
-    "Keras": [("tests/stacks/test_stack.py", "test_keras_"), ("tests/runtime/test_keras_check.py", "")],
-    "feed (Arrow)": [("tests/feed/test_codec.py", "")],
-    "floors": [("tests/runtime/test_versions.py", "")],
-    "spot (decommission)": [("tests/runtime/test_decommission.py", "test_keras_mwms_"),
-                            ("tests/runtime/test_savepoint.py", ""), ("tests/runtime/test_resize.py", "")],
+    "Keras": [("tests/stacks/test_stack.py", "test_keras_"), ("tests/runtime/driver/diagnosis/test_keras_check.py", "")],
+    "feed (Arrow)": [("tests/runtime/feed/test_codec.py", "")],
+    "floors": [("tests/runtime/host/test_versions.py", "")],
+    "spot (decommission)": [("tests/runtime/driver/run/test_decommission.py", "test_keras_mwms_"),
+                            ("tests/runtime/node/test_savepoint.py", ""), ("tests/runtime/driver/run/test_resize.py", "")],
     "sweep (Optuna)": [("tests/search/test_space.py", ""), ("tests/search/test_sweep_local.py", "test_six_")],
 }
 

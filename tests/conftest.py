@@ -29,7 +29,7 @@ from hypothesis import HealthCheck, settings  # noqa: E402
 
 from tfos_notebook.devcluster import StandaloneCluster  # noqa: E402
 from tfos_notebook.runtime.driver.spark import backend_for  # noqa: E402
-from tfos_notebook.runtime.wire.timeouts import Deadline  # noqa: E402
+from tfos_notebook.runtime.host.timeouts import Deadline  # noqa: E402
 
 # The fuzz tests (marked ``fuzz``) draw the same examples on every run (CI stays stable), keep no
 # example database, and time whole tests rather than single examples (servers answer slower on a
@@ -182,7 +182,7 @@ def standalone_cluster():
 def feed_cluster(spark_slot):
     """A standalone cluster of 2 workers x 2 cores, no GPUs: room for two nodes and the Spark tasks
     that feed them (``feed_standalone`` in tests/feed), and for two applications side by side
-    (tests/runtime/test_two_applications.py)."""
+    (tests/runtime/driver/run/test_two_applications.py)."""
     cluster = StandaloneCluster(workers=2, cores=2, gpus_per_worker=0).start()
     yield cluster
     spark_slot.stop()

@@ -12,8 +12,8 @@ import msgpack
 import psutil
 from hypothesis import strategies as st
 
+from tfos_notebook.runtime.host.timeouts import Deadline
 from tfos_notebook.runtime.wire import messages as m
-from tfos_notebook.runtime.wire.timeouts import Deadline
 
 HEADER = struct.Struct(">I")
 

@@ -1,6 +1,8 @@
 """The package's layout, checked from its source (and, for what an import loads, in a fresh
-interpreter): no import cycle, not even through imports inside functions; the runtime's driver and
-node code meeting only in ``runtime/wire/``; Spark's JVM reached only by ``runtime/driver/spark/``;
+interpreter): no import cycle, not even through imports inside functions; no import running up the
+package's layers; the runtime's driver and node code meeting only in ``runtime/wire/`` and
+``runtime/host/``, a node's child process loading nothing of its barrier task, the run's events a
+contract that imports nothing of the run; Spark's JVM reached only by ``runtime/driver/spark/``;
 and the two places that must stay light (the Jupyter server's handlers, a node's child process)
 importing no more than they need."""
 
@@ -115,13 +117,13 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_checker_sees_a_cycle():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
-    assert "tfos_notebook.runtime.wire.messages" in import_graph()["tfos_notebook.runtime.driver.coordinator"]
+    assert "tfos_notebook.runtime.wire.messages" in import_graph()["tfos_notebook.runtime.driver.run.coordinator"]
 
 
 def test_the_checker_sees_imports_inside_functions_and_type_checking_blocks():
     module_level, every = import_graph(), import_graph(_every_import)
-    launch, supervisor = "tfos_notebook.runtime.driver.launch", "tfos_notebook.runtime.driver.supervisor"
-    feeder, watch = "tfos_notebook.runtime.driver.feed.feeder", "tfos_notebook.runtime.driver.watch"
+    launch, supervisor = "tfos_notebook.runtime.driver.run.launch", "tfos_notebook.runtime.driver.run.supervisor"
+    feeder, watch = "tfos_notebook.runtime.driver.feed.feeder", "tfos_notebook.runtime.driver.diagnosis.watch"
     assert feeder not in module_level[launch] and feeder in every[launch]  # imported in Run.__init__
     assert watch not in module_level[supervisor] and watch in every[supervisor]  # under TYPE_CHECKING
 
@@ -134,22 +136,79 @@ def test_no_import_cycle_even_through_imports_inside_functions():
     assert cycles(import_graph(_every_import)) == []
 
 
+# The package's layers, top to bottom: a module imports its own layer's and the layers below
+# (function-level imports included), never one above. TensorFlowOnSpark's module names and the
+# examples sit on top; ``errors``, ``lazy`` and ``cellfn`` at the bottom.
+LAYERS = (
+    ("", "TFCluster", "TFNode", "TFParallel", "TFManager", "compat", "pipeline", "dfutil", "examples"),
+    ("peers",),
+    ("notebook", "server"),
+    ("search",),
+    ("tracking",),
+    ("tensorboard",),
+    ("devcluster",),
+    ("runtime",),
+    ("state",),
+    ("errors", "lazy", "cellfn"),
+)
+
+
+def _layer(module: str) -> int:
+    top = module.split(".")[1] if "." in module else ""
+    return next(i for i, names in enumerate(LAYERS) if top in names)
+
+
+def test_every_module_is_in_a_layer_and_no_import_runs_up():
+    graph = import_graph(_every_import)
+    upward = sorted(f"{m} -> {d}" for m, deps in graph.items() for d in deps if _layer(d) < _layer(m))
+    assert upward == []  # e.g. the runtime never imports tracking: tracking consumes the run's events
+
+
 RUNTIME = f"{NAME}.runtime"
-SIDES = {"driver": f"{RUNTIME}.driver", "node": f"{RUNTIME}.node", "wire": f"{RUNTIME}.wire"}
+# The runtime's rooms by the process their code runs in (wire/ and host/ serve both ends).
+SIDES = {"driver": f"{RUNTIME}.driver", "node": f"{RUNTIME}.node", "wire": f"{RUNTIME}.wire",
+         "host": f"{RUNTIME}.host"}
 
 
 def _side(module: str) -> str | None:
     return next((side for side, prefix in SIDES.items() if module == prefix or module.startswith(prefix + ".")), None)
 
 
-def test_driver_and_node_code_meet_only_in_wire():
+def _within(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
+
+
+def test_driver_and_node_code_meet_only_in_wire_and_host():
     # Every import counts, those inside functions too: the node's code runs on the executors (and
-    # in its child process), the driver's in the notebook's process; wire/ is what both import.
-    allowed = {"driver": {"driver", "wire"}, "node": {"node", "wire"}, "wire": {"wire"}}
+    # in its child process), the driver's in the notebook's process; wire/ (the protocols) and
+    # host/ (what one host has: processes, files, mounts, GPUs, versions) are what both import.
+    allowed = {"driver": {"driver", "wire", "host"}, "node": {"node", "wire", "host"}, "wire": {"wire", "host"},
+               "host": {"host"}}
     crossings = sorted(f"{module} -> {dep}" for module, deps in import_graph(_every_import).items()
                        if _side(module) for dep in deps if _side(dep) and _side(dep) not in allowed[_side(module)])
     assert crossings == []
     assert set(SIDES) == {p.name for p in (PACKAGE / "runtime").iterdir() if (p / "__init__.py").exists()}
+
+
+def test_the_nodes_child_process_loads_nothing_of_its_barrier_task():
+    # node/task/ runs in Spark's Python worker and starts node/child/ (forked or spawned); the
+    # child's code never needs the task's.
+    task, child = f"{RUNTIME}.node.task", f"{RUNTIME}.node.child"
+    wrong = sorted(f"{m} -> {d}" for m, deps in import_graph(_every_import).items() if _within(m, child)
+                   for d in deps if _within(d, task))
+    assert wrong == []
+    assert {p.name for p in (PACKAGE / "runtime" / "node").iterdir() if (p / "__init__.py").exists()} == {
+        "task", "child"}
+
+
+def test_the_events_are_a_contract_that_imports_none_of_the_driver():
+    # notebook/, tracking/, tensorboard/ and search/ consume runtime/driver/events/; it imports
+    # only the protocols it names (wire/), so that a consumer pulls in nothing of the run.
+    events = f"{RUNTIME}.driver.events"
+    wrong = sorted(f"{m} -> {d}" for m, deps in import_graph(_every_import).items() if _within(m, events)
+                   for d in deps if _side(d) not in ("wire", "host") and not _within(d, events)
+                   and d not in (NAME, RUNTIME, f"{RUNTIME}.driver"))
+    assert wrong == []
 
 
 def test_the_node_code_a_barrier_task_runs_is_named_in_the_node_package():
@@ -189,8 +248,8 @@ def test_every_name_a_package_exports_on_first_use_is_where_its_export_says():
 
 
 def test_the_driver_loads_none_of_the_nodes_modules():
-    loaded = loaded_after("import tfos_notebook.runtime.driver.launch")
-    assert "tfos_notebook.runtime.driver.launch" in loaded
+    loaded = loaded_after("import tfos_notebook.runtime.driver.run.launch")
+    assert "tfos_notebook.runtime.driver.run.launch" in loaded
     assert [m for m in loaded if _side(m) == "node"] == []
 
 
@@ -224,10 +283,10 @@ def test_the_server_handlers_load_nothing_of_the_runtime_or_the_notebook_layer()
 
 
 def test_a_nodes_child_unpickles_a_cell_without_pyspark_numpy_or_pyarrow():
-    # What runtime/node/child.py imports before it runs the function, then the cell as it travels.
+    # What runtime/node/child/main.py imports before it runs the function, then the cell as it travels.
     code = (
         "import pickle, cloudpickle\n"
-        "import tfos_notebook.runtime.node.child, tfos_notebook.runtime.node.ctx\n"
+        "import tfos_notebook.runtime.node.child.main, tfos_notebook.runtime.node.child.ctx\n"
         f"cell = pickle.loads({_pickled_cell()!r})\n"
         "assert cell(None, None) == 42\n"
     )
@@ -239,7 +298,7 @@ def test_a_nodes_child_unpickles_a_cell_without_pyspark_numpy_or_pyarrow():
 def test_a_nodes_child_imports_the_package_from_the_folder_that_holds_it():
     # Not from inside it: tfos_notebook/ on the child's path would make ``import tensorboard`` find
     # tfos_notebook/tensorboard/.
-    from tfos_notebook.runtime.node.nodeproc import _child_env
+    from tfos_notebook.runtime.node.task.nodeproc import _child_env
     from tfos_notebook.runtime.wire.plan import NodePlan
 
     plan = NodePlan("r", "127.0.0.1", 1, b"s", None, None, [("chief", 0)], "file:///", "/tmp")
@@ -277,24 +336,24 @@ THIRD_PARTY_PRIVATES = {
     ("runtime/driver/feed/data.py", "_reserialize"): "pyspark: an RDD's rows pickled in batches",
     ("runtime/driver/feed/data.py", "_jrdd"): "pyspark: an RDD's Java twin, read as the bytes it holds",
     # A node's child rebuilds its task's TaskContext, which pyspark builds from these only.
-    ("runtime/node/taskcontext.py", "_resources"): "pyspark: TaskContext's resources",
-    ("runtime/node/taskcontext.py", "_secret"): "pyspark: BarrierTaskContext's auth secret",
-    ("runtime/node/taskcontext.py", "_conn_info"): "pyspark: BarrierTaskContext's connection",
-    ("runtime/node/taskcontext.py", "_port"): "pyspark 3.5: BarrierTaskContext's connection",
-    ("runtime/node/taskcontext.py", "_setTaskContext"): "pyspark: TaskContext.get()'s answer",
-    ("runtime/node/taskcontext.py", "_initialize"): "pyspark: BarrierTaskContext's barrier() connection",
-    ("runtime/node/summaries.py", "_writers"): "Keras: a TensorBoard callback's writers, flushed per epoch",
+    ("runtime/node/child/taskcontext.py", "_resources"): "pyspark: TaskContext's resources",
+    ("runtime/node/child/taskcontext.py", "_secret"): "pyspark: BarrierTaskContext's auth secret",
+    ("runtime/node/child/taskcontext.py", "_conn_info"): "pyspark: BarrierTaskContext's connection",
+    ("runtime/node/child/taskcontext.py", "_port"): "pyspark 3.5: BarrierTaskContext's connection",
+    ("runtime/node/child/taskcontext.py", "_setTaskContext"): "pyspark: TaskContext.get()'s answer",
+    ("runtime/node/child/taskcontext.py", "_initialize"): "pyspark: BarrierTaskContext's barrier() connection",
+    ("runtime/node/child/summaries.py", "_writers"): "Keras: a TensorBoard callback's writers, flushed per epoch",
     ("peers/params.py", "_dummy"): "pyspark.ml: the placeholder parent a class-level Param is declared with",
     ("cellfn.py", "_fields"): "ast: a node class's field names (public, named with an underscore)",
     # A node's process forked from its Python worker leaves as an interpreter would, but never
-    # through the worker's stack or exit handlers (runtime/node/forked.py).
-    ("runtime/node/forked.py", "_exit"): "os: a forked process's exit, past its parent's frames and handlers",
-    ("runtime/node/child.py", "_exit"): "os: a node leaving after its decommission checkpoint, past TensorFlow's teardown",
-    # tf-keras keeps its backup's epoch only there (runtime/node/keras_backup.py).
-    ("runtime/node/keras_backup.py", "_ckpt_saved_epoch"): "tf-keras: the backup's epoch, set back to resume an epoch",
-    ("runtime/node/forked.py", "_clear"): "atexit: the worker's exit handlers, dropped in its forked process",
-    ("runtime/node/forked.py", "_run_exitfuncs"): "atexit: the forked process's own exit handlers, run at its end",
-    ("runtime/node/forked.py", "_shutdown"): "threading: an interpreter's wait for its threads, as multiprocessing's children call it",
+    # through the worker's stack or exit handlers (runtime/node/task/forked.py).
+    ("runtime/node/task/forked.py", "_exit"): "os: a forked process's exit, past its parent's frames and handlers",
+    ("runtime/node/child/main.py", "_exit"): "os: a node leaving after its decommission checkpoint, past TensorFlow's teardown",
+    # tf-keras keeps its backup's epoch only there (runtime/node/child/keras_backup.py).
+    ("runtime/node/child/keras_backup.py", "_ckpt_saved_epoch"): "tf-keras: the backup's epoch, set back to resume an epoch",
+    ("runtime/node/task/forked.py", "_clear"): "atexit: the worker's exit handlers, dropped in its forked process",
+    ("runtime/node/task/forked.py", "_run_exitfuncs"): "atexit: the forked process's own exit handlers, run at its end",
+    ("runtime/node/task/forked.py", "_shutdown"): "threading: an interpreter's wait for its threads, as multiprocessing's children call it",
 }
 
 

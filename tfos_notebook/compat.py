@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .runtime.node.export import EXPORT_TIMEOUT_SECS
-from .runtime.node.export import export_saved_model as _export
+from .runtime.node.child.export import EXPORT_TIMEOUT_SECS
+from .runtime.node.child.export import export_saved_model as _export
 
 __all__ = ["disable_auto_shard", "export_saved_model", "is_gpu_available"]
 

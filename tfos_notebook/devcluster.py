@@ -23,15 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .runtime.driver.spark.standalone import master_state
-from .runtime.wire.procs import kill_process_group
-from .runtime.wire.timeouts import Deadline
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that is free on ``host`` right now."""
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+from .runtime.host.ports import free_port
+from .runtime.host.procs import kill_process_group
+from .runtime.host.timeouts import Deadline
 
 
 def spark_home() -> str:

@@ -143,7 +143,7 @@ def test_an_rdd_cannot_be_fed_through_a_connect_session(connect_spark):
 def test_the_cleanup_magic_scans_the_executors_with_a_barrier_job(ip, connect_spark, capsys):
     """%tfos_cleanup on a Connect session: a barrier mapInArrow over every slot lists the leftovers
     of earlier runs (this machine may hold other suites' processes, so only the scan is checked)."""
-    from tfos_notebook.runtime.driver.cleanup import scan_cluster
+    from tfos_notebook.runtime.driver.diagnosis.cleanup import scan_cluster
 
     result = ip.run_cell("%tfos_cleanup")
     assert result.success, result.error_in_exec

@@ -37,8 +37,8 @@ from pathlib import Path
 import psutil
 
 from tfos_notebook.devcluster import free_port, spark_home, wait_for_port, worker_properties
-from tfos_notebook.runtime.wire.procs import kill_process_group
-from tfos_notebook.runtime.wire.timeouts import Deadline
+from tfos_notebook.runtime.host.procs import kill_process_group
+from tfos_notebook.runtime.host.timeouts import Deadline
 
 BRIDGE = "tfosbr0"
 SUBNET = "10.251.0"

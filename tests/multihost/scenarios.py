@@ -12,7 +12,7 @@ import time
 
 from fakehosts import VOLUME
 
-from tfos_notebook.runtime.wire.timeouts import Deadline
+from tfos_notebook.runtime.host.timeouts import Deadline
 
 
 def session():

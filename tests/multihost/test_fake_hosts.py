@@ -19,8 +19,8 @@ import time
 import pytest
 from fakehosts import FakeHosts, unavailable_reason, wait_for
 
-from tfos_notebook.runtime.wire.procs import kill_process_group
-from tfos_notebook.runtime.wire.timeouts import Deadline
+from tfos_notebook.runtime.host.procs import kill_process_group
+from tfos_notebook.runtime.host.timeouts import Deadline
 
 pytestmark = [pytest.mark.slow, pytest.mark.multihost]
 

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import sys
 import time
 from html.parser import HTMLParser
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "runtime"))
-from procs import child_processes, child_role  # noqa: E402,F401  (the runtime tests' process helpers)
+from procs import child_processes, child_role  # noqa: F401  (the tests' process helpers, tests/procs.py)
 
 TRAINING_HELPERS = '''
 def load_digits_arrays():

@@ -18,8 +18,8 @@ from tfos_notebook.notebook.text import TextMonitor
 from tfos_notebook.notebook.tracker import pace_record
 from tfos_notebook.notebook.view import RunView
 from tfos_notebook.runtime.driver.events import EventStream, LaunchSubmitted, Pace, ProfileCaptured, TaskState
-from tfos_notebook.runtime.driver.lifecycle import RunState
-from tfos_notebook.runtime.driver.profiles import check_request, request_profile
+from tfos_notebook.runtime.driver.run.lifecycle import RunState
+from tfos_notebook.runtime.driver.run.profiles import check_request, request_profile
 from tfos_notebook.tensorboard import profiles
 
 WHERE = [(1, 4), (1, 8), (2, 4)]  # (epoch from 0, step in it) after each report: 3 epochs of 8 steps

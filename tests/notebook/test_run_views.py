@@ -15,6 +15,7 @@ from tfos_notebook.notebook.monitor import Monitor
 from tfos_notebook.notebook.pump import EventPump
 from tfos_notebook.notebook.text import TextMonitor
 from tfos_notebook.notebook.view import RunView, format_duration, timeline
+from tfos_notebook.runtime.driver.diagnosis.finding import Finding
 from tfos_notebook.runtime.driver.events import (
     EventStream,
     FindingRaised,
@@ -26,7 +27,6 @@ from tfos_notebook.runtime.driver.events import (
     RunStateChanged,
     Step,
 )
-from tfos_notebook.runtime.driver.finding import Finding
 
 
 def test_view_folds_a_run_into_rows_reservations_and_state():

@@ -112,7 +112,7 @@ def test_keras_the_nodes_run_is_the_rules_and_is_said(demo):
     drops what a cell prints once it has ended, which ipykernel 6.29 sends there)."""
     from mlflow import MlflowClient
 
-    from tfos_notebook.runtime.wire.versions import keras_in_use, tf_keras_installed
+    from tfos_notebook.runtime.host.versions import keras_in_use, tf_keras_installed
 
     expected = keras_in_use(tf_keras_installed())  # tf-keras where installed (15.4+), else Keras 2 (14.3)
     assert expected.startswith("tf-keras " if "tf-keras" in build.pins(stack_file()) else "keras 2.")

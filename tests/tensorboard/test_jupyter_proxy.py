@@ -11,7 +11,7 @@ import time
 import pytest
 from tbhelpers import scalar_record, version_record
 
-from tfos_notebook.devcluster import free_port
+from tfos_notebook.runtime.host.ports import free_port
 from tfos_notebook.tensorboard import process
 
 WORKTREE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

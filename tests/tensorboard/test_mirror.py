@@ -3,7 +3,7 @@ import random
 
 import pytest
 
-from tfos_notebook.runtime.wire.filetail import Chunk
+from tfos_notebook.runtime.host.filetail import Chunk
 from tfos_notebook.tensorboard.mirror import Mirror, UnsafePathError
 from tfos_notebook.tensorboard.sources import LocalSource, LogdirError, open_source
 from tfos_notebook.tensorboard.sync import MirrorSync

@@ -18,8 +18,8 @@ from tfos_notebook.runtime.driver.events import (
     SystemStats,
     TensorBoardStarted,
 )
-from tfos_notebook.runtime.node import statuspipe
-from tfos_notebook.runtime.node.mlflowrelay import CHIEF, MUTED, relay_env
+from tfos_notebook.runtime.node.child import statuspipe
+from tfos_notebook.runtime.node.child.mlflowrelay import CHIEF, MUTED, relay_env
 from tfos_notebook.runtime.wire.messages import MlflowCalls, from_json
 from tfos_notebook.tracking.fold import RunFold
 
@@ -110,7 +110,7 @@ def test_every_run_a_node_starts_is_the_drivers_run_and_only_the_chiefs_calls_le
     import mlflow
     from mlflow import MlflowClient
 
-    from tfos_notebook.runtime.node.relaystore import MAX_PER_LINE
+    from tfos_notebook.runtime.node.child.relaystore import MAX_PER_LINE
 
     chief = MlflowClient(CHIEF)
     run = chief.create_run("0", run_name="per-node run")  # what autolog or start_run(nested=True) asks for

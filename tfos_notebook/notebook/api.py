@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..cellfn import CellFunction
 from ..errors import ConfigError
-from ..runtime.driver.launch import Run
-from ..runtime.node.ctx import NodeContext
+from ..runtime.driver.run.launch import Run
+from ..runtime.node.child.ctx import NodeContext
 from .capture import capture_cell
 from .frontend import OutputTarget, choose_monitor
 from .handle import TrainRun

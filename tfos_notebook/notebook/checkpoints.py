@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..runtime.wire.fuse import fuse_path
+from ..runtime.host.fuse import fuse_path
 
 STATE_FILE = "checkpoint"
 KERAS_SUFFIXES = (".weights.h5", ".h5", ".keras")

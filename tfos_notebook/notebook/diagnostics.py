@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from ..runtime.driver.cleanup import scan_cluster
-from ..runtime.driver.finding import Finding
-from ..runtime.wire.orphans import Leftover
+from ..runtime.driver.diagnosis.cleanup import scan_cluster
+from ..runtime.driver.diagnosis.finding import Finding
+from ..runtime.host.orphans import Leftover
 
 if TYPE_CHECKING:
-    from ..runtime.driver.launch import Run
+    from ..runtime.driver.run.launch import Run
 
 
 def format_findings(findings: Iterable[Finding]) -> str:

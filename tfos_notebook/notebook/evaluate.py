@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..errors import ConfigError
-from ..runtime.wire.versions import tf_keras_installed
+from ..runtime.host.versions import tf_keras_installed
 from ..state import registry
 from ..tensorboard.mirror import UnsafePathError, check_relpath
 from .checkpoints import Checkpoint

@@ -16,8 +16,8 @@ from typing import Any
 import psutil
 
 from ..errors import ConfigError, TFOSError
-from ..runtime.wire.paths import SHARED_STORAGE
-from ..runtime.wire.procs import lower_thread_priority
+from ..runtime.host.paths import SHARED_STORAGE
+from ..runtime.host.procs import lower_thread_priority
 from ..state import registry
 from .capture import cell_traceback
 from .checkpoints import Checkpoint, CheckpointScanner

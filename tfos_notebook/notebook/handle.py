@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ..cellfn import CellFunction
 from ..errors import TFOSError
 from ..runtime.driver.events import EventStream, LaunchSubmitted, Log, RunFinished
-from ..runtime.driver.launch import Run
+from ..runtime.driver.run.launch import Run
 from . import tracker
 from .capture import cell_error
 from .frontend import OutputTarget
@@ -25,7 +25,7 @@ from .text import TextMonitor
 from .view import timeline
 
 if TYPE_CHECKING:
-    from ..runtime.driver.profiles import ProfileResult
+    from ..runtime.driver.run.profiles import ProfileResult
     from ..tensorboard import TensorBoardHandle
 
 PROFILE_BUTTON_SECS = 5.0  # the monitor's Profile button records this long

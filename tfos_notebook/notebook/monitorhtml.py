@@ -144,7 +144,7 @@ def snapshot_hider_html(run_id: str) -> str:
 def profile_warning_html(trainers: int) -> str:
     """What the Profile button's first click says on a run of several training nodes (imported on
     the click: the profile request's modules stay out of the kernel's start)."""
-    from ..runtime.driver.profiles import CRASH_RISK
+    from ..runtime.driver.run.profiles import CRASH_RISK
 
     return ("<div style='color:#b35900'>" + html.escape(
         f"This run has {trainers} training nodes: {CRASH_RISK}. A lost node is relaunched from the last "

@@ -12,7 +12,7 @@ from .monitor import Monitor
 from .pagewatch import PageWatch, cross_origin_frame
 
 if TYPE_CHECKING:
-    from ..runtime.driver.launch import Run
+    from ..runtime.driver.run.launch import Run
     from ..tensorboard import TensorBoardHandle
 
 

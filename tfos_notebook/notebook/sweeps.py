@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, TFOSError
 from ..runtime.driver.events import Event, MlflowRun, TensorBoardStarted
-from ..runtime.wire.paths import is_shared_logdir
+from ..runtime.host.paths import is_shared_logdir
 from ..search.events import SweepFinished, TrialEnded, tally
 from ..search.runner import Sweep, trial_label
 from ..state import registry
@@ -31,7 +31,7 @@ from .session import notebook_spark
 from .sweepmonitor import SweepMonitor, SweepTextMonitor, SweepView
 
 if TYPE_CHECKING:
-    from ..runtime.driver.launch import Run
+    from ..runtime.driver.run.launch import Run
     from ..tensorboard import TensorBoardHandle
 
 log = logging.getLogger(__name__)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import psutil
 
+from ..runtime.driver.diagnosis.insight import PaceBoard, Progress
 from ..runtime.driver.events import (
     AttemptEnded,
     CheckpointSaved,
@@ -29,14 +30,13 @@ from ..runtime.driver.events import (
     RunStateChanged,
     Step,
 )
-from ..runtime.driver.insight import PaceBoard, Progress
 from ..runtime.wire.plan import node_name
 from ..state import registry
 from ..state.registry import RunRecord
 from .view import attempt_line
 
 if TYPE_CHECKING:
-    from ..runtime.driver.launch import Run
+    from ..runtime.driver.run.launch import Run
     from ..tensorboard import TensorBoardHandle
 
 log = logging.getLogger(__name__)

@@ -11,6 +11,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from ..runtime.driver.diagnosis.insight import PaceBoard, Progress
 from ..runtime.driver.events import (
     AttemptEnded,
     CheckpointSaved,
@@ -32,7 +33,6 @@ from ..runtime.driver.events import (
     Step,
     TaskState,
 )
-from ..runtime.driver.insight import PaceBoard, Progress
 from ..runtime.wire.plan import node_name
 from .logfilter import is_noise
 

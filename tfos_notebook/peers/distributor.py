@@ -18,11 +18,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..runtime.driver.diagnosis.finding import Finding
 from ..runtime.driver.errors import PreflightError
-from ..runtime.driver.finding import Finding
-from ..runtime.driver.launch import ConfigError, Run
+from ..runtime.driver.run.launch import ConfigError, Run
 from ..runtime.driver.spark import active_session, backend_for
-from ..runtime.wire.gpus import visible_devices
+from ..runtime.host.gpus import visible_devices
 
 
 @dataclass
@@ -40,7 +40,7 @@ class TrainFnNode:
 class StrategyScopeNode(TrainFnNode):
     """``train_fn(**kwargs)`` inside a ``MultiWorkerMirroredStrategy`` scope, the runner's default.
     (Two classes rather than a flag: the nodes import TensorFlow ahead only when their function
-    reaches it, ``driver/preimport.py``, and a flag's branch would name TensorFlow for both.)"""
+    reaches it, ``driver/run/preimport.py``, and a flag's branch would name TensorFlow for both.)"""
 
     def __call__(self, kwargs: dict[str, Any], ctx: Any) -> Any:
         import tensorflow as tf

@@ -17,10 +17,10 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
-from ..runtime.driver import preflight
+from ..runtime.driver.diagnosis import preflight
 from ..runtime.driver.feed.data import FeedSummary
-from ..runtime.driver.launch import Run
-from ..runtime.driver.lifecycle import RunState
+from ..runtime.driver.run.launch import Run
+from ..runtime.driver.run.lifecycle import RunState
 from ..runtime.wire.plan import FOREGROUND_ROLES
 
 if TYPE_CHECKING:

@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ConfigError
-from ..runtime.node.ctx import release_port, tf1_refused
-from ..runtime.node.feed.datafeed import DataFeed
-from ..runtime.wire.paths import absolute_path
+from ..runtime.host.paths import absolute_path
+from ..runtime.node.child.ctx import release_port, tf1_refused
+from ..runtime.node.child.feed.datafeed import DataFeed
 
 __all__ = ["DataFeed", "batch_results", "export_saved_model", "hdfs_path", "next_batch", "release_port",
            "start_cluster_server", "terminate"]

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..runtime.driver.launch import Run
+from ..runtime.driver.run.launch import Run
 
 
 @dataclass

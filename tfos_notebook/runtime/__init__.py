@@ -15,13 +15,13 @@ from __future__ import annotations
 from ..lazy import lazy_exports
 
 _EXPORTS = {
-    **{name: (".node.ctx", name) for name in ("NodeContext",)},
-    "Finding": (".driver.finding", "Finding"),
-    **{name: (".driver.diagnose", name) for name in ("Snapshot", "diagnose")},
-    **{name: (".driver.launch", name) for name in ("Run",)},
-    **{name: (".driver.roles", name) for name in ("plan_roles",)},
+    **{name: (".node.child.ctx", name) for name in ("NodeContext",)},
+    "Finding": (".driver.diagnosis.finding", "Finding"),
+    **{name: (".driver.diagnosis.diagnose", name) for name in ("Snapshot", "diagnose")},
+    **{name: (".driver.run.launch", name) for name in ("Run",)},
+    **{name: (".driver.run.roles", name) for name in ("plan_roles",)},
     "NodeState": (".wire.states", "NodeState"),
-    "RunState": (".driver.lifecycle", "RunState"),
+    "RunState": (".driver.run.lifecycle", "RunState"),
     **{name: (".driver.errors", name) for name in (
         "ConfigError", "FeedError", "FeedTimeout", "LaunchError", "NodeError", "PreflightError",
         "ReservationTimeout", "ResultError", "RunStopped", "SparkJobError", "TFOSError")},

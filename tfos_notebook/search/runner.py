@@ -28,10 +28,10 @@ from types import SimpleNamespace
 from typing import Any
 
 from ..errors import ConfigError
+from ..runtime.driver.diagnosis.finding import WARNING, Finding
 from ..runtime.driver.errors import LaunchError, NodeError
 from ..runtime.driver.events import ClusterReady, EventStream, FindingRaised, RunFinished, Step
-from ..runtime.driver.finding import WARNING, Finding
-from ..runtime.driver.launch import Run
+from ..runtime.driver.run.launch import Run
 from ..runtime.driver.spark import backend_for
 from ..runtime.wire.plan import chief_of
 from ..tracking.settings import resolve as resolve_tracking

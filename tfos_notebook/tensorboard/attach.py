@@ -11,7 +11,7 @@ from typing import Any
 from ..runtime.driver.events import RunFinished, TensorBoardStarted
 from ..runtime.driver.spark import SparkBackend, backend_for
 from ..runtime.driver.spark.databricks import DatabricksContext, read_context
-from ..runtime.wire.paths import is_shared_logdir
+from ..runtime.host.paths import is_shared_logdir
 from . import process
 from .mirror import Mirror
 from .sources import open_source

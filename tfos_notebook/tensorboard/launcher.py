@@ -15,7 +15,7 @@ import runpy
 import sys
 import threading
 
-from ..runtime.wire.watchdog import watch_parent
+from ..runtime.host.watchdog import watch_parent
 
 
 def main(argv: list[str]) -> None:

@@ -19,7 +19,7 @@ import threading
 from collections.abc import Iterable
 
 from ..errors import TFOSError
-from ..runtime.wire.filetail import Chunk
+from ..runtime.host.filetail import Chunk
 
 log = logging.getLogger(__name__)
 

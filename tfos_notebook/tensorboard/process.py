@@ -23,10 +23,10 @@ from dataclasses import asdict, dataclass
 
 import psutil
 
-from ..devcluster import free_port
 from ..errors import TFOSError
-from ..runtime.wire.procs import kill_group
-from ..runtime.wire.timeouts import Deadline
+from ..runtime.host.ports import free_port
+from ..runtime.host.procs import kill_group
+from ..runtime.host.timeouts import Deadline
 from ..state.files import same_process, state_dir, write_json_atomic
 from .urls import ALL_INTERFACES, LOOPBACK, local_url
 

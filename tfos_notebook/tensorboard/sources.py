@@ -21,9 +21,9 @@ from typing import Any
 
 from ..runtime.driver.errors import TFOSError
 from ..runtime.driver.spark import backend_for
-from ..runtime.wire.filetail import DEFAULT_MAX_BYTES, Chunk, DirTail
-from ..runtime.wire.fuse import FuseError, fuse_path
-from ..runtime.wire.paths import HADOOP_SCHEMES
+from ..runtime.host.filetail import DEFAULT_MAX_BYTES, Chunk, DirTail
+from ..runtime.host.fuse import FuseError, fuse_path
+from ..runtime.host.paths import HADOOP_SCHEMES
 
 Have = Callable[[str], int]
 

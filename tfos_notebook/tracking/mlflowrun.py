@@ -4,7 +4,7 @@ An :class:`MlflowTracker` consumes the run's event stream like every view: its s
 queues what matters (the publisher never waits for MLflow), and a thread of its own creates the
 MLflow run, sends what gathered every ``FLUSH_SECS`` as batches, and once the run has ended logs
 the final metrics and the exported model and sets the status. The nodes never reach MLflow: their
-own MLflow calls come to the driver over the control channel (``runtime/node/mlflowrelay.py``).
+own MLflow calls come to the driver over the control channel (``runtime/node/child/mlflowrelay.py``).
 Nothing that goes wrong here fails the run: it is logged, and published as an ``MlflowRun`` event
 with its ``error``. A driver process (a kernel) that exits while a run goes on ends its MLflow run
 as KILLED on its way out (``close_at_exit``), rather than leaving it RUNNING for ever; a process
@@ -32,8 +32,8 @@ from ..runtime.driver.events import (
     RunFinished,
     Step,
 )
+from ..runtime.host.procs import lower_thread_priority
 from ..runtime.wire.plan import chief_of
-from ..runtime.wire.procs import lower_thread_priority
 from . import content as c
 from .batch import MAX_ENTITIES
 from .fold import TRACKED, RunFold, millis

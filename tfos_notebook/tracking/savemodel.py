@@ -55,7 +55,7 @@ def main(argv: list[str]) -> int:
     import mlflow.tensorflow
     import tensorflow as tf
 
-    from ..runtime.wire.versions import is_keras2
+    from ..runtime.host.versions import is_keras2
 
     legacy = is_keras2(tf.keras.__name__)
     if legacy:  # a Keras 2 SavedModel (tf-keras, or TensorFlow's own before 2.16) loads back as the Keras model

@@ -2,7 +2,7 @@
 
 Spark's Python worker unpickles a task's body, and so imports the module that defines it, before
 anything of the task runs. This module imports nothing beyond the standard library and msgpack,
-so that a node's task starts its node's process (``node/task.py``) without first loading pyarrow
+so that a node's task starts its node's process (``node/task/task.py``) without first loading pyarrow
 and the driver's backend modules: they load while the process starts, where they are needed.
 """
 

@@ -77,7 +77,7 @@ class FilesRewind(Message):
 
 
 
-# -- the decommission checkpoint (see runtime/driver/decommission.py) -------------------------------
+# -- the decommission checkpoint (see runtime/driver/run/decommission.py) -------------------------------
 @message
 class SaveSoon(Message):
     """An executor of the run is leaving (``notice`` says which): at its next step boundary, the

@@ -19,12 +19,12 @@ if TYPE_CHECKING:
 #: The node's process imports these modules (comma-separated) while its cluster forms (``NodePlan.preimport``).
 PREIMPORT_ENV = "TFOS_PREIMPORT"
 #: What a fed node's child imports to serve its data feed (pyarrow, numpy): first on its import
-#: thread, so that its main thread never imports numpy while TensorFlow's import does (node/child.py).
-FEED_SERVER_MODULE = "tfos_notebook.runtime.node.feed.server"
+#: thread, so that its main thread never imports numpy while TensorFlow's import does (node/child/main.py).
+FEED_SERVER_MODULE = "tfos_notebook.runtime.node.child.feed.server"
 #: The node's process: ``python -m CHILD_MODULE STATUS_FD NODE_PID RUN_ID TASK PORT_FD ORDERS_FD NAME
-#: ATTEMPT`` (``node/child.py``) when spawned; forked, it runs the same ``main`` with those arguments
-#: (``node/forked.py``).
-CHILD_MODULE = "tfos_notebook.runtime.node.child"
+#: ATTEMPT`` (``node/child/main.py``) when spawned; forked, it runs the same ``main`` with those arguments
+#: (``node/task/forked.py``).
+CHILD_MODULE = "tfos_notebook.runtime.node.child.main"
 #: The roles that train (and, with InputMode.SPARK, are fed); ps and evaluator run beside them.
 FOREGROUND_ROLES = ("chief", "master", "worker")
 
@@ -45,8 +45,8 @@ def chief_of(roles: list[tuple[str, int]]) -> tuple[str, int]:
 
 #: What a barrier task runs, by module: ``run_node`` (``SparkBackend.barrier``) or, over its
 #: partition of the run's data, ``run_fed_node`` (``SparkBackend.barrier_over``).
-NODE_CODE = {"run_node": "tfos_notebook.runtime.node.task",
-             "run_fed_node": "tfos_notebook.runtime.node.feed.fednode"}
+NODE_CODE = {"run_node": "tfos_notebook.runtime.node.task.task",
+             "run_fed_node": "tfos_notebook.runtime.node.task.feed.fednode"}
 
 
 @dataclass
@@ -63,7 +63,7 @@ class NodePlan:
     default_fs: str
     working_dir: str
     model_dir: str | None = None
-    model_dir_probe: str | None = None  # the driver's probe file in a local model dir (driver/storage.py)
+    model_dir_probe: str | None = None  # the driver's probe file in a local model dir (driver/run/storage.py)
     log_dir: str | None = None
     env: dict[str, str] = field(default_factory=dict)
     legacy_keras: bool | None = None
@@ -75,7 +75,7 @@ class NodePlan:
     gpu_counts: tuple[int, ...] = ()  # by task: how many of its task's GPUs each node uses (empty: all)
     mlflow: bool = False  # the run is logged to MLflow: nodes relay their MLflow calls, sample CPU and memory
     memory_limit_mb: float = 0.0  # > 0: each node's memory guard stops its process past this resident memory
-    preimport: tuple[str, ...] = ()  # modules each node's process imports while the cluster forms (driver/preimport.py)
+    preimport: tuple[str, ...] = ()  # modules each node's process imports while the cluster forms (driver/run/preimport.py)
 
     def __call__(self, task: int, gpus: list[str]) -> dict:  # the barrier task's body (SparkBackend.barrier)
         return node_code("run_node")(self, task, gpus)

@@ -25,7 +25,7 @@ class Register(Message):
     tensorflow: str = ""
     hostname: str = ""
     sees_model_dir: bool = True  # the run's model dir is a local path and the driver's probe file is there
-    started: str = ""  # how the node's process started: "fork", or "spawn: " and why not forked (node/forked.py)
+    started: str = ""  # how the node's process started: "fork", or "spawn: " and why not forked (node/task/forked.py)
     keras: str = ""  # which Keras tf.keras is in the node's process: "tf-keras 2.16.0", "keras 3.5.0"...
     CHECKS = {"task": c.integer, "attempt": c.integer, "host": c.string, "port": c.integer, "pid": c.integer,
               "executor_id": c.string, "gpus": c.seq(c.string), "python": c.string, "tensorflow": c.string,
@@ -205,7 +205,7 @@ class GpuReport(Message):
 
 
 def host_floor_mib(total_mib: float) -> float:
-    """A host's available memory (MiB) below which a growing node is stopped (``node/memguard.py``),
+    """A host's available memory (MiB) below which a growing node is stopped (``node/task/memguard.py``),
     and toward which the driver's ``memory_growing`` finding counts."""
     return max(total_mib / 20, 256.0)
 

@@ -1,5 +1,5 @@
 """The states a node reports and the driver answers with (``NodeStateReport``, ``NodeAnswer``), as an
-enum both ends read; which changes are legal is the driver's (``driver/lifecycle.py``)."""
+enum both ends read; which changes are legal is the driver's (``driver/run/lifecycle.py``)."""
 
 from __future__ import annotations
 

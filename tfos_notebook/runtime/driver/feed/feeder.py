@@ -20,11 +20,11 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ...host.timeouts import Deadline
 from ...wire.feed.protocol import CONNECTION_ERRORS, tell
 from ...wire.feed.tasks import RECORD_DDL, TASK_TIMEOUT_MARGIN, TrainFeed
 from ...wire.messages import FeedReport, FeedServing
 from ...wire.plan import FOREGROUND_ROLES
-from ...wire.timeouts import Deadline
 from ..errors import FeedError, FeedTimeout, SparkJobError, TFOSError
 from ..events import EpochFed, FeedPlanned, FeedProgress
 from ..spark import error_summary
@@ -32,7 +32,7 @@ from ..spark import error_summary
 if TYPE_CHECKING:
     from ...wire.channel import RunSecret
     from ..events import EventStream
-    from ..noderecord import NodeRecord
+    from ..run.noderecord import NodeRecord
     from ..spark.backend import SparkBackend
 from .data import DataSample, FeedSummary
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...wire.versions import require_pyspark
+from ...host.versions import require_pyspark
 
 #: The pyspark this process runs (checked here, where the package first needs Spark: a missing or
 #: too old pyspark is refused with the fix before anything is launched).

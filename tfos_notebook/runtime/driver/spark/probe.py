@@ -54,7 +54,7 @@ class ProbeTask:
         import pyarrow as pa
         from pyspark import TaskContext
 
-        from ...wire.versions import installed_versions
+        from ...host.versions import installed_versions
 
         for _ in batches:
             pass

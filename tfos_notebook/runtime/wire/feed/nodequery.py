@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import logging
 
+from ...host.timeouts import Deadline
 from .. import channel
 from .. import messages as m
 from ..errors import ChannelError
 from ..states import NodeState
-from ..timeouts import Deadline
 
 log = logging.getLogger(__name__)
 

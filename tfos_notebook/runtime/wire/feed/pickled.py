@@ -7,7 +7,7 @@ For the rows TensorFlowOnSpark programs feed (a list of floats or of small ints,
 lists, floats and ints) :class:`Decoder` reads the pickle's opcodes itself and takes each run of
 numbers with numpy. Anything else in a batch (another opcode, an object pickled twice by reference, an int
 among the floats, a float where the first row had an int) makes it give up on that batch, which is
-then unpickled as before; both ways give the same columns (``tests/feed/test_pickled.py``).
+then unpickled as before; both ways give the same columns (``tests/runtime/feed/test_pickled.py``).
 """
 
 from __future__ import annotations

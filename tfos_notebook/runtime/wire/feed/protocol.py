@@ -15,7 +15,7 @@ client -> node
     ``rows``       {n, data}: a record batch.
     ``rows_file``  {n, path, offset, length}: a record batch that the node reads itself, at that
                    place in an Arrow IPC stream file on its own host (an in-stage task's partition
-                   spill, ``node/feed/spillfile.py``). Reply ``ok`` once the node holds it, or
+                   spill, ``wire/feed/spill.py``). Reply ``ok`` once the node holds it, or
                    ``stopped`` when it terminated its feed.
     ``done``       {rows}: the partition is complete; a training node replies ``ack``.
     ``epoch_end``  {pass}, ``end``: from the driver, after a pass / when no more data will come.
