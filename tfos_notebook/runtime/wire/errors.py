@@ -28,5 +28,5 @@ class FeedTimeout(FeedError):
 
 
 #: How a node's ``ExportError`` begins when the other workers did not join a model export; the
-#: driver recognises the failure by it (``nodefindings.diagnose_failure``).
+#: driver recognises the failure by it (``diagnosis/nodes.diagnose_failure``).
 EXPORT_PEERS_MISSING = "the other workers did not join the model export"

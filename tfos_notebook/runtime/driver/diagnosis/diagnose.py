@@ -3,8 +3,8 @@
 ``diagnose(snapshot)`` looks at nothing but its argument, so every finding can be tested from a
 hand-made snapshot (``snapshot.py``) without a cluster. ``preflight.snapshot`` fills a snapshot from a live cluster
 through its Spark backend. Each kind of finding is a small rule, listed in ``RULES``. Findings
-about what the nodes report are in ``nodefindings.py``, about Databricks compute in
-``databricksfindings.py``.
+about what the nodes report are in ``nodes.py``, about Databricks compute in
+``databricks.py``.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """A finding: one reason a launch cannot proceed or should worry the user, with its evidence and
-remedy. ``diagnose.py`` finds them in a snapshot of the cluster, ``nodefindings.py`` in what the
+remedy. ``diagnose.py`` finds them in a snapshot of the cluster, ``nodes.py`` in what the
 nodes report."""
 
 from __future__ import annotations

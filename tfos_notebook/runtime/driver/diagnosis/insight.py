@@ -1,11 +1,11 @@
 """How a run goes, from its nodes' ``Pace`` events: progress, throughput, ETA, and the findings
 about nodes that hold the run back (stragglers) or wait for their data (input-bound); and, from
-their ``NodeMemory`` events, about nodes whose memory grows toward its limit (``memoryfindings.py``).
+their ``NodeMemory`` events, about nodes whose memory grows toward its limit (``memory.py``).
 
 A :class:`PaceBoard` folds the ``Pace`` events (the nodes measure; the driver only adds up) and
 answers :meth:`PaceBoard.progress`; the monitor, the text lines and the runs registry each keep
 one. :class:`Insight` is the run's own consumer of its event stream, like the registry's
-tracker: it publishes the findings of ``pacefindings.py`` once per node. Pure Python, no Spark.
+tracker: it publishes the findings of ``pace.py`` once per node. Pure Python, no Spark.
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ class PaceBoard:
         return bool(self._nodes)
 
     def windows(self) -> list[NodeWindow]:
-        """What ``pacefindings`` judges: each node's recent reports, but its first, which spans its
+        """What ``pace.py`` judges: each node's recent reports, but its first, which spans its
         start-up too (its imports, the strategy, tracing the first step)."""
         return [NodeWindow(n.last.name, n.last.host, tuple(n.recent)[1 if n.reports <= RECENT_REPORTS else 0:])
                 for _, n in sorted(self._nodes.items())]

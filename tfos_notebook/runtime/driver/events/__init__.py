@@ -3,7 +3,7 @@
 The runtime publishes these; the monitor widget, the text renderer, the runs registry and the
 benchmarks subscribe. Views never look at the runtime's internals, and the runtime never knows a
 view exists. Every event is a frozen dataclass with the run id and a wall-clock time
-(``eventtypes.py``); the stream is an :class:`EventStream` (``eventstream.py``).
+(``types.py``); the stream is an :class:`EventStream` (``stream.py``).
 """
 
 from __future__ import annotations

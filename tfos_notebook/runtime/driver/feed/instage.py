@@ -17,7 +17,7 @@ Inference: the node's task sends its rows and reads the predictions back on the 
 they leave the barrier stage as the task's output (Arrow IPC bytes per batch for a DataFrame, one
 value per row for an RDD) and reach the driver, which makes them a DataFrame / RDD again.
 
-This module is the driver's side; ``node/feed/instage_task`` is what each barrier task does, and
+This module is the driver's side; ``node/task/feed/instage`` is what each barrier task does, and
 ``wire/feed/stage`` what they share.
 """
 

@@ -1,7 +1,7 @@
 """Profiler traces of the running function, captured inside the node's child on the driver's order.
 
 The node writes each ``Profile`` order it gets over the control channel as one JSON line to a pipe
-of the child (``childorders.py``; TensorFlow's profiler server is never started); a thread of the child starts
+of the child (``orders.py``; TensorFlow's profiler server is never started); a thread of the child starts
 TensorFlow's profiler in-process (``tf.profiler.experimental.start``), lets the training run for the
 asked seconds or steps, stops it, and moves the trace to
 ``<dir>/plugins/profile/<session>/<node>.xplane.pb``, complete, for the node to ship to the

@@ -190,7 +190,7 @@ def _installed_pyspark(pythonpath: list[str]) -> bool:
 
 
 class ChildOrders:
-    """The node's pipe to its child's orders (``childorders.follow_orders`` reads them)."""
+    """The node's pipe to its child's orders (``child/orders.follow_orders`` reads them)."""
 
     def __init__(self, fd: int) -> None:
         self._file = os.fdopen(fd, "w", buffering=1)

@@ -1,5 +1,5 @@
 """A node's partition spill: the Arrow file its in-stage task writes as it reads the partition
-from Spark, when there are more epochs than one (see ``instage_task.py``), and from which the
+from Spark, when there are more epochs than one (see ``node/task/feed/instage.py``), and from which the
 node's own data feed reads the rows.
 
 The task and the node's process share a host, so the rows go through the file, not the socket:

@@ -1,5 +1,5 @@
 """The barrier task of a node fed in-stage (see ``driver/feed/instage.py``): the node runs on a
-thread while the task feeds it its partition (``instage_task``).
+thread while the task feeds it its partition (``feed/instage.py``).
 
 Spark's worker imports this module as it unpickles the task; it imports nothing heavy. Where the
 node's process is forked from this worker (``node/task/forked.py``), the task loads pyarrow and both

@@ -1,7 +1,7 @@
 """What the barrier task of a node fed in-stage does while its node runs (``fednode.py``): it streams
 its partition to the node's own data feed over loopback, epoch after epoch (with more epochs than
 one, the partition goes to a node-local Arrow spill as it is read, and the node's feed reads each
-batch there, ``spillfile.py``), or sends its rows for inference and returns the predictions as
+batch there, ``wire/feed/spill.py``), or sends its rows for inference and returns the predictions as
 the task's output."""
 
 from __future__ import annotations

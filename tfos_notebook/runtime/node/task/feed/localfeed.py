@@ -1,5 +1,5 @@
 """Where a node's own data feed listens, as its barrier task learns it: the node's task tells it
-(``task.run_node``), and the task that feeds the node in-stage waits for it (``instage_task``)."""
+(``task.run_node``), and the task that feeds the node in-stage waits for it (``feed/instage.py``)."""
 
 from __future__ import annotations
 
