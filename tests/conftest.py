@@ -181,7 +181,7 @@ def standalone_cluster():
 @pytest.fixture(scope="session")
 def feed_cluster(spark_slot):
     """A standalone cluster of 2 workers x 2 cores, no GPUs: room for two nodes and the Spark tasks
-    that feed them (``feed_standalone`` in tests/feed), and for two applications side by side
+    that feed them (``feed_standalone`` in tests/runtime/feed), and for two applications side by side
     (tests/runtime/driver/run/test_two_applications.py)."""
     cluster = StandaloneCluster(workers=2, cores=2, gpus_per_worker=0).start()
     yield cluster
