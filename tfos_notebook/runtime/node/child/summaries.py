@@ -174,10 +174,15 @@ class StagedDir:
     files, which HDF5 writes out of order. So Keras saves into ``local``, and each new or changed
     file is then copied to ``remote`` whole, from its start (a file rewritten, as a backup is, is
     written anew); files gone from ``local`` go from ``remote`` too. Keras 2 (tf-keras) writes
-    TensorFlow checkpoints, which a volume takes as they are."""
+    TensorFlow checkpoints, which a volume takes as they are.
 
-    def __init__(self, remote: str) -> None:
-        self.remote = remote
+    Every node saves the same weights (its checkpoints and backup), but only the chief's copy is
+    pushed (``pushes``): two nodes copying and removing the same files of one volume folder at once
+    would race each other (one node's backup removed at its training's end under the other's
+    copy). Every node pulls, so each resumes from the chief's backup."""
+
+    def __init__(self, remote: str, pushes: bool = True) -> None:
+        self.remote, self.pushes = remote, pushes
         self.local = tempfile.mkdtemp(prefix="tfos-staged-", dir=os.getcwd())  # in the node's work folder
         self._copied: dict[str, tuple[int, int]] = {}  # relpath -> (size, mtime_ns) last copied
 
@@ -189,7 +194,9 @@ class StagedDir:
 
     def push(self) -> None:
         """Copy each file of ``local`` new or changed since the last push to ``remote``, whole; remove
-        from ``remote`` the files ``local`` no longer holds."""
+        from ``remote`` the files ``local`` no longer holds (on the chief only: see the class)."""
+        if not self.pushes:
+            return
         now = self._files(self.local)
         for rel, stamp in now.items():
             if self._copied.get(rel) != stamp:
@@ -247,7 +254,7 @@ def keras_callbacks(ctx, pace, savepoint, tensorboard: bool = True, checkpoint: 
     callbacks: list = []
     # Keras 3's .h5 weights reach a Databricks FUSE mount through a local folder (see StagedDir)
     model_dir = ctx.model_dir.rstrip("/") if ctx.model_dir else None
-    staged = StagedDir(model_dir) if model_dir and fuse_root(model_dir) and not _legacy_keras() else None
+    staged = StagedDir(model_dir, ctx.is_chief) if model_dir and fuse_root(model_dir) and not _legacy_keras() else None
     save_dir = staged.local if staged is not None else model_dir
     if staged is not None:
         callbacks.append(PullStaged([staged]))
