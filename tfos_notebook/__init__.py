@@ -36,7 +36,7 @@ _EXPORTS = {
                                             "pipeline")},
     "MirroredStrategyRunner": (".peers.distributor", "MirroredStrategyRunner"),
     "InputMode": (".peers.tfcluster", "InputMode"),
-    "Run": (".runtime.driver.run.launch", "Run"),
+    "Run": (".tracking.run", "TrackedRun"),
     "sweep": (".notebook.sweeps", "sweep"),
     "NodeContext": (".runtime.node.child.ctx", "NodeContext"),
     "cleanup": (".runtime.driver.diagnosis.cleanup", "scan_cluster"),

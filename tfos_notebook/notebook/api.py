@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..cellfn import CellFunction
 from ..errors import ConfigError
-from ..runtime.driver.run.launch import Run
 from ..runtime.node.child.ctx import NodeContext
+from ..tracking.run import TrackedRun
 from .capture import capture_cell
 from .frontend import OutputTarget, choose_monitor
 from .handle import TrainRun
@@ -160,12 +160,12 @@ def train(body: str, options: TrainOptions, user_ns: MutableMapping[str, Any], *
         return run_local(cell, options)
     monitor = choose_monitor(options.monitor, shell)
     spark = spark or notebook_spark(options.num_nodes, say)
-    run = Run(spark, cell, options.cell_args(), options.num_nodes, num_ps=options.ps,
-              eval_node=options.evaluator, log_dir=options.logdir, model_dir=options.model_dir,
-              reservation_timeout=options.reservation_timeout, gpus_per_node=options.gpus, name=options.name,
-              input_mode=options.input_mode, mlflow=options.mlflow, legacy_keras=False if options.keras3 else None,
-              memory_limit_mb=options.memory_limit, min_workers=options.min_workers,
-              replacement_grace=options.replacement_grace)
+    run = TrackedRun(spark, cell, options.cell_args(), options.num_nodes, num_ps=options.ps,
+                     eval_node=options.evaluator, log_dir=options.logdir, model_dir=options.model_dir,
+                     reservation_timeout=options.reservation_timeout, gpus_per_node=options.gpus,
+                     name=options.name, input_mode=options.input_mode, mlflow=options.mlflow,
+                     legacy_keras=False if options.keras3 else None, memory_limit_mb=options.memory_limit,
+                     min_workers=options.min_workers, replacement_grace=options.replacement_grace)
     run.start(data, options.epochs)  # with data, each node is fed its share by its own task (in-stage)
     handle = TrainRun(run, cell, monitor, OutputTarget(shell))
     if options.tensorboard:

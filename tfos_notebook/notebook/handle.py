@@ -1,4 +1,4 @@
-"""The handle ``%%tfos_train`` returns: the runtime's :class:`Run` plus its monitor.
+"""The handle ``%%tfos_train`` returns: the run (``tfos_notebook.Run``) plus its monitor.
 
 It wraps the run rather than extending it: everything about the run is delegated, and what it adds
 is for the notebook: the monitor (widget or text) fed by the run's events, tracebacks trimmed to
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ..cellfn import CellFunction
 from ..errors import TFOSError
 from ..runtime.driver.events import EventStream, LaunchSubmitted, Log, RunFinished
-from ..runtime.driver.run.launch import Run
+from ..tracking.run import TrackedRun
 from . import tracker
 from .capture import cell_error
 from .frontend import OutputTarget
@@ -46,7 +46,7 @@ class TrainRun:
     the run's live TensorBoard.
     """
 
-    def __init__(self, run: Run, cell: CellFunction, monitor: str = "widget",
+    def __init__(self, run: TrackedRun, cell: CellFunction, monitor: str = "widget",
                  target: OutputTarget | None = None) -> None:
         self.run, self.cell = run, cell
         self.target = target or OutputTarget()

@@ -31,8 +31,8 @@ from .session import notebook_spark
 from .sweepmonitor import SweepMonitor, SweepTextMonitor, SweepView
 
 if TYPE_CHECKING:
-    from ..runtime.driver.run.launch import Run
     from ..tensorboard import TensorBoardHandle
+    from ..tracking.run import TrackedRun
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ class SweepRun:
             self.monitor = SweepMonitor(sweep.name, on_stop=self.stop)
         elif monitor == "text":
             self.monitor = SweepTextMonitor(sweep.name)
-        self.trials: dict[int, Run] = {}
+        self.trials: dict[int, TrackedRun] = {}
         self._trackers: list[tracker.RunTracker] = []
         self._lock = threading.Lock()
         self.mirror = Mirror(state_dir("mirrors", f"sweep-{sweep.name}")) if tensorboard else None
@@ -62,7 +62,7 @@ class SweepRun:
                       if self.monitor is not None else None)
 
     # -- what the sweep calls ----------------------------------------------------------------------
-    def _on_trial(self, run: Run, number: int) -> None:
+    def _on_trial(self, run: TrackedRun, number: int) -> None:
         self.trials[number] = run
         self._trackers.append(tracker.track(run, on_stop=run.stop, parent=self.sweep.sweep_id))
         if self.mirror is None:

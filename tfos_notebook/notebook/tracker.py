@@ -36,8 +36,8 @@ from ..state.registry import RunRecord
 from .view import attempt_line
 
 if TYPE_CHECKING:
-    from ..runtime.driver.run.launch import Run
     from ..tensorboard import TensorBoardHandle
+    from ..tracking.run import TrackedRun
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ class RunTracker:
     Made by :func:`track`; ``stop()`` ends the tracking (it also ends with the run).
     """
 
-    def __init__(self, run: Run, on_stop: Callable[[], None] | None = None, parent: str | None = None) -> None:
+    def __init__(self, run: TrackedRun, on_stop: Callable[[], None] | None = None, parent: str | None = None) -> None:
         self.run = run
         self._on_stop = on_stop or run.stop
         self._lock = threading.Lock()
@@ -195,7 +195,7 @@ def pace_record(p: Progress) -> dict[str, float]:
     return out
 
 
-def track(run: Run, on_stop: Callable[[], None] | None = None, parent: str | None = None) -> RunTracker:
+def track(run: TrackedRun, on_stop: Callable[[], None] | None = None, parent: str | None = None) -> RunTracker:
     """Enter ``run`` in the registry and keep its record current until it ends.
 
     Args:

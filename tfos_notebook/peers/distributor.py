@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..runtime.driver.diagnosis.finding import Finding
-from ..runtime.driver.errors import PreflightError
-from ..runtime.driver.run.launch import ConfigError, Run
+from ..runtime.driver.errors import ConfigError, PreflightError
 from ..runtime.driver.spark import active_session, backend_for
 from ..runtime.host.gpus import visible_devices
+from ..tracking.run import TrackedRun
 
 
 @dataclass
@@ -102,7 +102,7 @@ class MirroredStrategyRunner:
             spark = active_session() or SparkSession.builder.getOrCreate()
         self.spark = spark
         self.backend = backend_for(spark)
-        self.run_handle: Run | None = None
+        self.run_handle: TrackedRun | None = None
         self.num_tasks = None if local_mode else self.get_num_tasks()
 
     @property
@@ -153,9 +153,9 @@ class MirroredStrategyRunner:
         if self.local_mode:
             return self._run_locally(train_fn, kwargs)
         gpus = split_slots(self.num_slots, self.num_tasks) if self.use_gpu else [0] * self.num_tasks
-        self.run_handle = Run(self.backend, self._node(train_fn), kwargs,
-                              self.num_tasks, master_node=None, gpus_per_node=gpus,
-                              name=getattr(train_fn, "__name__", None))
+        self.run_handle = TrackedRun(self.backend, self._node(train_fn), kwargs,
+                                     self.num_tasks, master_node=None, gpus_per_node=gpus,
+                                     name=getattr(train_fn, "__name__", None))
         return self.run_handle.start().wait()
 
     def _node(self, train_fn: Callable[..., Any]) -> TrainFnNode:

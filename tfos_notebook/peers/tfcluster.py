@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ConfigError
 from ..runtime.driver.diagnosis import preflight
 from ..runtime.driver.feed.data import FeedSummary
-from ..runtime.driver.run.launch import Run
 from ..runtime.driver.run.lifecycle import RunState
 from ..runtime.wire.plan import FOREGROUND_ROLES
+from ..tracking.run import TrackedRun
 
 if TYPE_CHECKING:
     from ..tensorboard.attach import TensorBoardHandle
@@ -41,7 +41,7 @@ class TFCluster:
     whose ``events`` stream feeds every view; ``tensorboard`` its TensorBoard (a
     ``tfos_notebook.tensorboard.TensorBoardHandle``) with ``tensorboard=True``, else None."""
 
-    def __init__(self, run_handle: Run, input_mode: int, tensorboard: Any = None, in_stage: bool = False,
+    def __init__(self, run_handle: TrackedRun, input_mode: int, tensorboard: Any = None, in_stage: bool = False,
                  sc: Any = None, queues: list[str] | None = None) -> None:
         self.run_handle = run_handle
         self.input_mode = input_mode
@@ -110,7 +110,7 @@ class TFCluster:
         return self._start_in_stage("inference", dataRDD, predict=True, keep=keep,
                                     feed_timeout=feed_timeout).predictions()
 
-    def _start_in_stage(self, what: str, data: Any, **kwargs: Any) -> Run:
+    def _start_in_stage(self, what: str, data: Any, **kwargs: Any) -> TrackedRun:
         run = self.run_handle
         if run.state is not RunState.NEW:
             raise ConfigError(f"TFCluster.{what}(): this cluster has no task slot beside its nodes, so its nodes "
@@ -186,7 +186,7 @@ def run(sc, map_fun, tf_args, num_executors: int, num_ps: int = 0, tensorboard: 
             ``error``); every node has one data feed.
         release_port: free each node's reserved port before ``map_fun`` starts (default); False
             leaves it bound in ``ctx.tmp_socket`` until ``map_fun`` calls ``ctx.release_port()``.
-        kwargs: passed to :class:`tfos_notebook.runtime.Run` (``model_dir``, ``env``, ``gpus_per_node``...).
+        kwargs: passed to :class:`tfos_notebook.Run` (``model_dir``, ``env``, ``gpus_per_node``...).
 
     Raises:
         PreflightError: the cluster cannot run the nodes (too few slots, dynamic allocation, GPUs).
@@ -197,10 +197,10 @@ def run(sc, map_fun, tf_args, num_executors: int, num_ps: int = 0, tensorboard: 
         raise ConfigError("driver_ps_nodes=True is not supported: ps nodes run on executors")
     if input_mode not in (InputMode.TENSORFLOW, InputMode.SPARK):
         raise ConfigError(f"input_mode must be InputMode.TENSORFLOW or InputMode.SPARK, got {input_mode!r}")
-    handle = Run(sc, map_fun, tf_args, num_executors, num_ps=num_ps, master_node=master_node,
-                 eval_node=eval_node, log_dir=log_dir, reservation_timeout=reservation_timeout,
-                 input_mode="spark" if input_mode == InputMode.SPARK else "tensorflow",
-                 release_port=release_port, **kwargs)
+    handle = TrackedRun(sc, map_fun, tf_args, num_executors, num_ps=num_ps, master_node=master_node,
+                        eval_node=eval_node, log_dir=log_dir, reservation_timeout=reservation_timeout,
+                        input_mode="spark" if input_mode == InputMode.SPARK else "tensorflow",
+                        release_port=release_port, **kwargs)
     board = _attach(handle, tensorboard)
     _echo_node_output(handle)
     if input_mode == InputMode.SPARK and not _slot_to_spare(handle, num_executors):
@@ -215,7 +215,7 @@ def run(sc, map_fun, tf_args, num_executors: int, num_ps: int = 0, tensorboard: 
     return TFCluster(handle, input_mode, board, sc=sc, queues=queues)
 
 
-def _attach(run: Run, tensorboard: bool) -> TensorBoardHandle | None:
+def _attach(run: TrackedRun, tensorboard: bool) -> TensorBoardHandle | None:
     """Before the start, so that no event byte is missed: the run's TensorBoard (None without
     one), and its record in the runs registry (%tfos_runs, %%tfos_evaluate and JupyterLab find it)."""
     board = None
@@ -229,7 +229,7 @@ def _attach(run: Run, tensorboard: bool) -> TensorBoardHandle | None:
     return board
 
 
-def _echo_node_output(run: Run) -> None:
+def _echo_node_output(run: TrackedRun) -> None:
     """Outside a notebook's kernel (a script, ``spark-submit``), print each line the nodes print to
     this process's stderr as ``[role:index] line``: where TensorFlowOnSpark leaves them in every
     executor's stderr, the program's own output shows them. TensorFlow's known notices are left out
@@ -248,7 +248,7 @@ def _echo_node_output(run: Run) -> None:
     run.events.subscribe(echo, replay=False)
 
 
-def _slot_to_spare(run: Run, num_nodes: int) -> bool:
+def _slot_to_spare(run: TrackedRun, num_nodes: int) -> bool:
     """Whether the cluster runs, beside the nodes, a feeding task for every fed node at once
     (executors still starting get the run's ``preflight_wait``). With fewer, the network feed deals
     the partitions of one node at a time, and under a synchronous strategy the nodes fed first wait

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..runtime.driver.run.launch import Run
+from ..tracking.run import TrackedRun
 
 
 @dataclass
@@ -32,7 +32,7 @@ def run(sc, map_fn: Callable[[Any, Any], Any], tf_args: Any, num_executors: int,
     TensorFlowOnSpark's signature): all start together, and a failure stops them all.
 
     Args:
-        kwargs: passed to :class:`tfos_notebook.runtime.Run` (``gpus_per_node``, ``env``...).
+        kwargs: passed to :class:`tfos_notebook.Run` (``gpus_per_node``, ``env``...).
 
     Returns:
         The value of each copy, in executor order (TensorFlowOnSpark returned None).
@@ -40,6 +40,7 @@ def run(sc, map_fn: Callable[[Any, Any], Any], tf_args: Any, num_executors: int,
     Raises:
         PreflightError: fewer free task slots than ``num_executors``. NodeError: a copy failed.
     """
-    handle = Run(sc, IndependentNode(map_fn), tf_args, num_executors, master_node=None, independent=True, **kwargs)
+    handle = TrackedRun(sc, IndependentNode(map_fn), tf_args, num_executors, master_node=None, independent=True,
+                        **kwargs)
     handle.start().wait()
     return [handle.results.get(f"worker:{i}") for i in range(num_executors)]

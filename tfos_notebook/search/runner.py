@@ -4,7 +4,7 @@ at once as the cluster's slots hold.
 ``Sweep(sc, fn, space, trials=..., parallel=..., workers=...).start()`` opens (or resumes) the
 Optuna study and launches the first trial on the caller's thread, so a trial that cannot fit the
 cluster is refused at once by its run's pre-flight; then one thread of the sweep's own asks
-Optuna for the next trials, launches each as a :class:`~..runtime.driver.launch.Run` whose
+Optuna for the next trials, launches each as a :class:`~..tracking.run.TrackedRun` whose
 ``args`` carry the trial's parameters, feeds the chief's reported metric to the pruner, stops a
 pruned trial's run at once (its nodes get ``stop_grace_secs`` to leave) and tells Optuna how each
 trial ended. A trial that fails is recorded with its error and the sweep goes on; only a function
@@ -31,9 +31,9 @@ from ..errors import ConfigError
 from ..runtime.driver.diagnosis.finding import WARNING, Finding
 from ..runtime.driver.errors import LaunchError, NodeError
 from ..runtime.driver.events import ClusterReady, EventStream, FindingRaised, RunFinished, Step
-from ..runtime.driver.run.launch import Run
 from ..runtime.driver.spark import backend_for
 from ..runtime.wire.plan import chief_of
+from ..tracking.run import TrackedRun
 from ..tracking.settings import resolve as resolve_tracking
 from .events import SweepFinished, SweepStarted, TrialEnded, TrialPruned, TrialReported, TrialStarted, tally
 from .space import parse_space
@@ -56,7 +56,7 @@ NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 STOP_SECS = 60.0  # how long a stopped trial's run may take to end before its stop gives up (and says so)
 LAUNCH_FAILURES = 3  # trials in a row ending before their cluster formed (pre-flight, reservation) end the sweep
 #: ``Run`` options a sweep hands to every trial's run as they are.
-RUN_OPTIONS = frozenset(inspect.signature(Run.__init__).parameters) - {
+RUN_OPTIONS = frozenset(inspect.signature(TrackedRun.__init__).parameters) - {
     "self", "sc", "main_fun", "args", "num_nodes", "log_dir", "model_dir", "name", "mlflow", "stop_grace_secs"}
 
 
@@ -66,7 +66,7 @@ class Trial:
 
     number: int
     params: dict[str, Any]
-    run: Run
+    run: TrackedRun
     optuna_trial: Any
     state: str = "running"
     step: int = 0
@@ -110,7 +110,7 @@ class Sweep:
                  pruner: Any = "median", seed: int | None = None, name: str | None = None, storage: Any = None,
                  args: Any = None, log_dir: str | None = None, model_dir: str | None = None,
                  mlflow: bool | str | None = None, data: Any = None, epochs: int = 1, stop_grace_secs: float = 1.0,
-                 on_trial: Callable[[Run, int], None] | None = None, **run_options: Any) -> None:
+                 on_trial: Callable[[TrackedRun, int], None] | None = None, **run_options: Any) -> None:
         if not callable(fn):
             raise ConfigError(f"the trial function must take (args, ctx), got {type(fn).__name__}")
         for what, value, low in (("trials", trials, 1), ("workers", workers, 1), ("parallel", parallel, 1)):
@@ -307,10 +307,10 @@ class Sweep:
         label = trial_label(trial.number)
         args = SimpleNamespace(**{**self.base_args, **params, "trial": trial.number, "sweep": self.name})
         try:
-            run = Run(self.sc, self.fn, args, self.num_nodes, name=f"{self.name}/{label}",
-                      log_dir=_under(self.log_dir, label), model_dir=_under(self.model_dir, label),
-                      mlflow=self.parent.child_config() if self.parent is not None else False,
-                      stop_grace_secs=self.stop_grace_secs, **self.run_options)
+            run = TrackedRun(self.sc, self.fn, args, self.num_nodes, name=f"{self.name}/{label}",
+                             log_dir=_under(self.log_dir, label), model_dir=_under(self.model_dir, label),
+                             mlflow=self.parent.child_config() if self.parent is not None else False,
+                             stop_grace_secs=self.stop_grace_secs, **self.run_options)
         except BaseException:
             self._interrupted(trial)
             raise
@@ -470,7 +470,7 @@ def _state(name: str) -> Any:
     return TrialState[name]
 
 
-def _stop_quietly(run: Run, timeout: float) -> None:
+def _stop_quietly(run: TrackedRun, timeout: float) -> None:
     try:
         run.stop(timeout)
     except Exception as e:  # noqa: BLE001 - stopping is best effort; the run's own end is what counts

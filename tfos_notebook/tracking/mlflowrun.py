@@ -53,8 +53,8 @@ DRIVER_EXITED = "the driver process exited while the run was running"
 _LIVE: set[MlflowTracker] = set()  # trackers whose MLflow run is not complete
 
 
-class TrackedRun(Protocol):
-    """What the tracker reads of a run (``runtime.driver.launch.Run``)."""
+class ObservedRun(Protocol):
+    """What the tracker reads of a run (``runtime.driver.run.launch.Run``)."""
 
     run_id: str
     name: str
@@ -73,9 +73,9 @@ class TrackedRun(Protocol):
 class MlflowTracker:
     """The MLflow run of ``run``, kept by a thread of its own from the run's events.
 
-    Made (and started) by ``Run.start`` when the run is tracked: ``run.tracking``. Inside an active
-    MLflow run of the caller's thread, the MLflow run is its child (``mlflow.parentRunId``, in the
-    parent's experiment unless ``config`` names one).
+    Made (and started) by a tracked run as it starts (``run.TrackedRun``): ``run.tracking``. Inside
+    an active MLflow run of the caller's thread, the MLflow run is its child (``mlflow.parentRunId``,
+    in the parent's experiment unless ``config`` names one).
 
     Attributes:
         mlflow_run_id, experiment_id, url: the MLflow run once created (None before; ``url`` also
@@ -87,7 +87,7 @@ class MlflowTracker:
         dropped: metric points left out because MLflow could not keep up (see ``QUEUE_LIMIT``).
     """
 
-    def __init__(self, run: TrackedRun, config: TrackingConfig) -> None:
+    def __init__(self, run: ObservedRun, config: TrackingConfig) -> None:
         self.run, self.config = run, config
         self.parent_run_id: str | None = None
         self._parent_experiment: str | None = None

@@ -216,6 +216,39 @@ def test_wait_on_a_run_never_started_says_so_at_once():
             call(1)
 
 
+class Attached(Run):
+    """A run extended from above the runtime, as ``tfos_notebook.Run`` attaches its MLflow logger."""
+
+    def __init__(self, *args, fail: bool = False, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fail, self.seen = fail, []
+
+    def _before_submit(self) -> None:
+        self.seen.append((self.state, self._lock._is_owned(), self.backend.jobs))
+        if self.fail:
+            raise RuntimeError("cannot attach")
+        self.relay_mlflow = True
+
+
+def test_a_class_above_the_runtime_attaches_under_the_lock_right_before_the_job():
+    relayed = []
+
+    def script(plan, task, cancel):
+        relayed.append(plan.mlflow)
+        return finish_with(7)(plan, task, cancel)
+
+    run = Attached(FakeBackend(script), lambda a, c: None, None, 2, stop_grace_secs=0.5, preflight_wait=0).start()
+    assert run.wait(10) == 7
+    assert run.seen == [(RunState.RESERVING, True, 0)] and relayed == [True, True]
+
+
+def test_what_the_attachment_raises_ends_the_run_before_its_job():
+    run = Attached(FakeBackend(finish_with(1)), lambda a, c: None, None, 2, preflight_wait=0, fail=True)
+    with pytest.raises(RuntimeError, match="cannot attach"):
+        run.start()
+    assert run.state is RunState.FAILED and isinstance(run.error, RuntimeError) and run.backend.jobs == 0
+
+
 def test_stop_mid_run_tells_every_node_and_ends_stopped():
     told = []
 

@@ -55,7 +55,11 @@ def send_quietly(conn: Conn, msg: m.Message) -> None:
 
 
 class Coordinator:
-    """The nodes of attempt ``attempt`` of run ``run_id`` and their messages."""
+    """The nodes of attempt ``attempt`` of run ``run_id`` and their messages.
+
+    ``lock`` is the run's (its lifecycle's, handed on by the supervisor): it guards the node table
+    (each record's connection, state and result; ``cluster_spec``), which connection threads and
+    the supervisor's thread both touch, and is held while ``hooks`` are called."""
 
     def __init__(self, run_id: str, roles: list[tuple[str, int]], attempt: int, events: EventStream,
                  lock, hooks: Hooks) -> None:

@@ -39,7 +39,10 @@ SAVE_REMEDY = ("pass callbacks=ctx.callbacks() to model.fit, or call ctx.step_bo
 
 class Decommission:
     """The decommission checkpoint of one attempt (``coord``'s nodes). ``saved(step, path, secs)``
-    is called (with the run's lock held) once every training node saved; ``publish`` takes findings."""
+    is called (with the run's lock held) once every training node saved; ``publish`` takes findings.
+    The notice, the target step, the acknowledgements and the saves are guarded by the run's lock
+    (``coord.lock``): the nodes' messages (connection threads) and the supervisor's poll both
+    change them."""
 
     def __init__(self, coord: Coordinator, events: EventStream, publish: Callable[[list[Finding]], None],
                  saved: Callable[[int, str, float], None]) -> None:

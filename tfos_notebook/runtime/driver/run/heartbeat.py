@@ -30,7 +30,9 @@ SUSPECT_SECS = 2 * m.HEARTBEAT_SECS + 1.0  # a node silent this long may have lo
 
 class Heartbeat:
     """The pings of one run's attempts and the failure held back for a silent peer; ``fail`` ends
-    the attempt with a failure (``Supervisor.abort``)."""
+    the attempt with a failure (``Supervisor.abort``). ``lock`` is the run's: a failure is held
+    under it (the coordinator's hook, on a connection thread), and :meth:`release` (the
+    supervisor's thread) takes it to take the held failure off, so that it is handed on once."""
 
     def __init__(self, lock: threading.RLock, diagnosis: LiveDiagnosis, fail: Callable[[NodeError], None]) -> None:
         self.lock = lock

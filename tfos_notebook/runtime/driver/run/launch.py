@@ -8,9 +8,35 @@ its attempts are its :class:`~.supervisor.Supervisor`'s, handed the run's parts 
 the nodes' messages are handled by a :class:`~.coordinator.Coordinator` per attempt; Spark is
 reached only through the run's :class:`~.spark.backend.SparkBackend`. Nothing here calls
 ``sc.stop()`` or ``sys.exit()``: every failure ends this run only, and the Spark session stays
-usable. The run's state, results and waits are its :class:`~.outcome.RunOutcome`'s, its feeding
-its :class:`~.feed.api.RunFeeding`'s, its control channel its :class:`~.control.ControlPlane`'s:
-parts the run owns and answers for (see :func:`~.forward.forward`).
+usable.
+
+``Run`` owns parts and answers for them: its state, nodes, results and waits are its
+:class:`~.outcome.RunOutcome`'s (``run.outcome``), its feeding its
+:class:`~.feed.api.RunFeeding`'s (``run.feeding``), its control channel its
+:class:`~.control.ControlPlane`'s (``run.control``), its limits its
+:class:`~.supervised.AttemptLimits` (``run.limits``), its attempts, messages to the nodes and the
+receiver of their event files its :class:`~.supervisor.Supervisor`'s (``run.supervisor``). Each
+member it answers for is written below, delegating to its part; what only the runtime reads
+(``outcome.started_at``, ``feeding.feeder``) is read on the part.
+
+The run's lock is one re-entrant lock, its :class:`~.lifecycle.Lifecycle`'s (``run._lock``). It
+guards the run's state (``state``, ``error``, ``attempt``: changed only by a transition, which
+holds it), the current attempt's node table (each :class:`~.noderecord.NodeRecord`'s connection,
+state and result, the cluster spec: :class:`~.coordinator.Coordinator`), how the attempt ends (the
+supervisor's stop, relaunch and settling bookkeeping), the failure held back for a silent peer
+(:class:`~.heartbeat.Heartbeat`) and the decommission checkpoint's notice and saves
+(:class:`~.decommission.Decommission`, through its coordinator's lock). Those parts take it, and so
+does ``Run`` in :meth:`Run.start` (the move to ``reserving``, the launch) and :meth:`Run.stop` (a
+run stopped before it started; not to read ``state`` once, which needs no lock); the coordinator
+calls its hooks (the supervisor's) with it held. The outcome reads the state and the node table
+without it, one field at a time; the feeding, the control plane and the limits keep nothing it
+guards. The nodes' connection threads take it for each message that changes a node, so what holds
+it must be quick.
+
+A class above the runtime attaches to a run at one point: :meth:`Run._before_submit`, called under
+the lock once pre-flight passed and right before the job is submitted (``tfos_notebook.Run``
+starts its MLflow logger there). ``relay_mlflow`` is all the runtime knows of MLflow: it tells the
+nodes to send their MLflow calls to the driver, as events.
 """
 
 from __future__ import annotations
@@ -22,7 +48,6 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from ....tracking.settings import resolve as resolve_tracking
 from ...host.versions import uses_legacy_keras
 from ...wire.plan import FOREGROUND_ROLES, NodePlan
 from ..diagnosis.finding import blockers
@@ -34,7 +59,6 @@ from ..events import EventStream, FeedPlanned
 from ..feed.api import RunFeeding
 from ..spark import backend_for
 from .control import ControlPlane
-from .forward import forward
 from .lifecycle import Lifecycle, RunState
 from .outcome import RunOutcome
 from .preimport import preimports
@@ -44,16 +68,15 @@ from .supervised import AttemptLimits
 from .supervisor import Supervisor
 
 if TYPE_CHECKING:
+    from ...wire import messages as m
+    from ..diagnosis.finding import Finding
+    from ..feed.data import FeedSummary
+    from ..feed.instage import InStageFeed
+    from .noderecord import NodeRecord
     from .profiles import ProfileResult
+    from .supervised import FileSink
 
 
-@forward("limits", AttemptLimits, "reservation_timeout", "retries", "stop_grace_secs", "background_grace_secs",
-         "stall_secs", "min_workers", "replacement_grace", settable=True)
-@forward("outcome", RunOutcome, "state", "attempt", "error", "done", "job_group", "cluster_spec", "nodes", "results",
-         "result", "node_states", "diagnose", "wait_for_reservations", "wait", "started_at", "tracking")
-@forward("feeding", RunFeeding, "feeder", "instage", "predictions", "train", "inference", "end_feed")
-@forward("control", ControlPlane, "encrypted")
-@forward("supervisor", Supervisor, "tell", "file_sink", "set_file_sink")
 class Run:
     """One launch of ``main_fun`` on a gang of Spark barrier tasks.
 
@@ -107,11 +130,6 @@ class Run:
         release_port: free each node's reserved port just before its function starts (default).
             False hands the socket that holds it to the function as ``ctx.tmp_socket``, which must
             call ``ctx.release_port()`` before TensorFlow binds the port.
-        mlflow: log the run as one MLflow run from the driver (``tfos_notebook.tracking``): True
-            (the current experiment, or, inside an active MLflow run, as its child), an
-            experiment's name, False (not logged), or None: as the ``TFOS_MLFLOW`` environment
-            variable says (``on``, ``off``, or ``auto``, the default: logged on Databricks, where
-            MLflow autologging is the platform's default). ``tracking`` is the logger once started.
         memory_limit_mb: the resident memory (MiB) each node's process, with what it starts, may
             reach before its memory guard stops it and the run fails with the reason (relaunched
             once: see ``runtime/node/task/memguard.py``). 0 (default): Spark's own
@@ -123,6 +141,10 @@ class Run:
             that does not find the slots of every node within ``replacement_grace`` seconds runs
             with as many training nodes as the free slots hold, down to ``min_workers``. None
             (default): the run never shrinks.
+
+    ``relay_mlflow`` (False until set): the nodes send their MLflow calls to the driver, where they
+    are ``MlflowCalled`` events, rather than to a tracking store of their own; set by whoever logs
+    the run to MLflow, in :meth:`_before_submit`.
     """
 
     def __init__(self, sc, main_fun, args: Any, num_nodes: int, *, num_ps: int = 0,
@@ -132,7 +154,7 @@ class Run:
                  env: dict[str, str] | None = None, legacy_keras: bool | None = None, name: str | None = None,
                  preflight_wait: float = 30.0, stop_grace_secs: float = 5.0, retries: int = 2,
                  input_mode: str = "tensorflow", feed_buffer_mb: float = 64, independent: bool = False,
-                 release_port: bool = True, mlflow: bool | str | None = None, memory_limit_mb: float = 0,
+                 release_port: bool = True, memory_limit_mb: float = 0,
                  min_workers: int | None = None, replacement_grace: float = 60.0) -> None:
         if not callable(main_fun):
             raise ConfigError(f"main_fun must be a function taking (args, ctx), got {type(main_fun).__name__}")
@@ -141,9 +163,6 @@ class Run:
         if input_mode not in ("tensorflow", "spark"):
             raise ConfigError(f"input_mode must be 'tensorflow' or 'spark', got {input_mode!r}")
         self.backend = backend_for(sc)
-        where = self.backend.databricks()
-        self.tracking_config = resolve_tracking(mlflow, where is not None and where.autologs_by_default,
-                                                self.backend.conf)
         self.main_fun, self.args = main_fun, args
         self.preimport = preimports(main_fun)  # read from its code once; every attempt ships it
         self.input_mode = input_mode
@@ -167,6 +186,7 @@ class Run:
         self.legacy_keras = legacy_keras
         self.preflight_wait = preflight_wait
         self.release_port = release_port
+        self.relay_mlflow = False
         if memory_limit_mb < 0:
             raise ConfigError(f"memory_limit_mb must be 0 (no cap) or a number of MiB, got {memory_limit_mb!r}")
         self.memory_limit_mb = float(memory_limit_mb)
@@ -212,10 +232,9 @@ class Run:
             PreflightError: the cluster cannot run the nodes (findings say why and what to do).
             FeedError: ``data`` cannot be fed (not a DataFrame or RDD, ``keep`` on an RDD...).
         """
-        with self._lock:
-            if self.state is not RunState.NEW:
-                raise ConfigError(f"run {self.name} was already started (it is {self.state}): a run starts once; "
-                                  "create a new one to launch again")
+        if self.state is not RunState.NEW:
+            raise ConfigError(f"run {self.name} was already started (it is {self.state}): a run starts once; "
+                              "create a new one to launch again")
         if data is not None:
             self.feeding.plan_in_stage(data, self.roles, predict, epochs, feed_timeout, keep, self.backend)
         with self._lock:
@@ -232,12 +251,20 @@ class Run:
             if self.state is RunState.STOPPING:  # stopped during pre-flight
                 self._end_before_launch(RunStopped(f"run {self.name} was stopped"))
                 return self
-            if self.tracking_config is not None:
-                from ....tracking.mlflowrun import MlflowTracker
-
-                self.outcome.tracking = MlflowTracker(self, self.tracking_config).start()
+            try:
+                self._before_submit()
+            except BaseException as e:
+                self._end_before_launch(e)
+                raise
             self.supervisor.start()
         return self
+
+    def _before_submit(self) -> None:
+        """Where a class above the runtime attaches to the run: called by :meth:`start` under the
+        run's lock once pre-flight passed (the control server is up), right before the job is
+        submitted, so that a run refused by pre-flight or stopped meanwhile leaves nothing behind.
+        What it sets (``relay_mlflow``) is in every attempt's plan. Whatever it raises ends the run
+        before launch and is raised by ``start``. Nothing is attached here."""
 
     def _preflight(self) -> None:
         """Refuse a launch the cluster cannot run (``PreflightError``), then open what the nodes
@@ -260,7 +287,7 @@ class Run:
         After inference data sets were handed out (``inference``), Spark may evaluate them after the
         run failed, and their tasks ask the control server why a node's feed is gone: it then stays
         up, answering only such questions, until ``end_feed``/``shutdown`` or ``QUERY_GRACE_SECS``."""
-        feeder = self.feeder
+        feeder = self.feeding.feeder
         self.control.release(answer_queries=feeder is not None and feeder.handed_out and not feeder.ended
                              and self.error is not None)
 
@@ -281,7 +308,7 @@ class Run:
             gpu_counts=self.gpu_counts,
             feed_buffer_bytes=self.feed_buffer_bytes, instage=self.instage.spec if self.instage else None,
             release_port=self.release_port,
-            mlflow=self.tracking is not None, preimport=self.preimport, memory_limit_mb=self.memory_limit_mb,
+            mlflow=self.relay_mlflow, preimport=self.preimport, memory_limit_mb=self.memory_limit_mb,
         )
 
     def _job(self, attempt: int) -> Callable[[], Any]:
@@ -303,6 +330,177 @@ class Run:
         if not self.lifecycle.done.wait(timeout):
             raise TimeoutError(f"run {self.name} did not stop within {timeout:.0f}s")
         self.supervisor.join()
+
+    # -- how it stands and ends (its RunOutcome) ------------------------------------------------
+    @property
+    def state(self) -> RunState:
+        """The run's :class:`~.lifecycle.RunState` (see :attr:`RunOutcome.state <.outcome.RunOutcome.state>`)."""
+        return self.outcome.state
+
+    @property
+    def attempt(self) -> int:
+        """The current attempt's number (0 until the first relaunch)."""
+        return self.outcome.attempt
+
+    @property
+    def error(self) -> BaseException | None:
+        """The run's error once it is failing or has failed (None while it goes well)."""
+        return self.outcome.error
+
+    @property
+    def done(self) -> bool:
+        """Whether the run has ended (finished, failed or stopped)."""
+        return self.outcome.done
+
+    @property
+    def job_group(self) -> str:
+        """The tag (job group) of the current attempt's Spark job."""
+        return self.outcome.job_group
+
+    @property
+    def cluster_spec(self) -> dict[str, list[str]]:
+        """The current attempt's cluster spec once every node registered (else empty)."""
+        return self.outcome.cluster_spec
+
+    @property
+    def nodes(self) -> list[NodeRecord]:
+        """The current attempt's node records, in task order."""
+        return self.outcome.nodes
+
+    @property
+    def results(self) -> dict[str, Any]:
+        """Return values of the nodes whose function returned, by ``role:index``."""
+        return self.outcome.results
+
+    @property
+    def result(self) -> Any:
+        """The chief's return value (worker 0's when there is no chief)."""
+        return self.outcome.result
+
+    def node_states(self) -> dict[str, str]:
+        """Each node's state by ``role:index``."""
+        return self.outcome.node_states()
+
+    def diagnose(self) -> list[Finding]:
+        """Findings about this run and the cluster now (see :meth:`.outcome.RunOutcome.diagnose`)."""
+        return self.outcome.diagnose()
+
+    def wait_for_reservations(self, timeout: float | None = None) -> dict[str, list[str]]:
+        """Block until every node registered; returns the cluster spec or raises the run's error."""
+        return self.outcome.wait_for_reservations(timeout)
+
+    def wait(self, timeout: float | None = None) -> Any:
+        """Block until the run ends; returns the chief's value or raises the run's error (see
+        :meth:`.outcome.RunOutcome.wait`)."""
+        return self.outcome.wait(timeout)
+
+    # -- feeding (its RunFeeding) -----------------------------------------------------------------
+    @property
+    def instage(self) -> InStageFeed | None:
+        """The in-stage feed planned by ``start(data)`` (None otherwise)."""
+        return self.feeding.instage
+
+    def train(self, data: Any, num_epochs: int = 1, feed_timeout: float = 600.0, end_feed: bool = True) -> FeedSummary:
+        """Feed ``data`` to the training nodes ``num_epochs`` times (see :meth:`.feed.api.RunFeeding.train`)."""
+        return self.feeding.train(data, num_epochs, feed_timeout, end_feed)
+
+    def inference(self, data: Any, feed_timeout: float = 600.0, schema: Any = None,
+                  keep: list[str] | None = None) -> Any:
+        """The nodes' predictions for every row of ``data``, computed lazily by Spark (see
+        :meth:`.feed.api.RunFeeding.inference`)."""
+        return self.feeding.inference(data, feed_timeout, schema, keep)
+
+    def predictions(self) -> Any:
+        """The predictions of a run started with ``start(data, predict=True)``, once it finished."""
+        return self.feeding.predictions()
+
+    def end_feed(self, timeout: float = 600.0) -> None:
+        """Tell the nodes that no more data will come (``DataFeed.should_stop()`` turns true)."""
+        self.feeding.end_feed(timeout)
+
+    # -- the nodes (its ControlPlane and Supervisor) --------------------------------------------
+    @property
+    def encrypted(self) -> bool:
+        """Whether the control channel is TLS (the cluster asks for encryption)."""
+        return self.control.encrypted
+
+    def tell(self, nodes: list[str], msg: m.Message) -> None:
+        """Send ``msg`` to the running nodes named ``nodes`` (``role:index``)."""
+        self.supervisor.tell(nodes, msg)
+
+    @property
+    def file_sink(self) -> FileSink | None:
+        """The receiver of the event files nodes ship (see :meth:`set_file_sink`)."""
+        return self.supervisor.file_sink
+
+    def set_file_sink(self, sink: FileSink | None) -> None:
+        """Receive the event-file bytes nodes ship from node-local log directories (see
+        :meth:`.supervisor.Supervisor.set_file_sink`)."""
+        self.supervisor.set_file_sink(sink)
+
+    # -- limits (its AttemptLimits, read by its supervisor as each attempt goes) ------------------
+    @property
+    def reservation_timeout(self) -> float:
+        """Seconds for free slots, then every node registered."""
+        return self.limits.reservation_timeout
+
+    @reservation_timeout.setter
+    def reservation_timeout(self, value: float) -> None:
+        self.limits.reservation_timeout = value
+
+    @property
+    def retries(self) -> int:
+        """Relaunches after a lost node."""
+        return self.limits.retries
+
+    @retries.setter
+    def retries(self, value: int) -> None:
+        self.limits.retries = value
+
+    @property
+    def stop_grace_secs(self) -> float:
+        """How long an ending attempt's nodes have to stop before their processes are killed."""
+        return self.limits.stop_grace_secs
+
+    @stop_grace_secs.setter
+    def stop_grace_secs(self, value: float) -> None:
+        self.limits.stop_grace_secs = value
+
+    @property
+    def background_grace_secs(self) -> float:
+        """How long after the training nodes the ps and evaluator nodes are stopped."""
+        return self.limits.background_grace_secs
+
+    @background_grace_secs.setter
+    def background_grace_secs(self, value: float) -> None:
+        self.limits.background_grace_secs = value
+
+    @property
+    def stall_secs(self) -> float:
+        """No registration for this long: the reservation is diagnosed and its findings shown."""
+        return self.limits.stall_secs
+
+    @stall_secs.setter
+    def stall_secs(self, value: float) -> None:
+        self.limits.stall_secs = value
+
+    @property
+    def min_workers(self) -> int:
+        """The fewest training nodes a relaunch may run with (0: the run never shrinks)."""
+        return self.limits.min_workers
+
+    @min_workers.setter
+    def min_workers(self, value: int) -> None:
+        self.limits.min_workers = value
+
+    @property
+    def replacement_grace(self) -> float:
+        """How long a relaunch waits for the slots of every node before it shrinks."""
+        return self.limits.replacement_grace
+
+    @replacement_grace.setter
+    def replacement_grace(self, value: float) -> None:
+        self.limits.replacement_grace = value
 
     # -- insight -------------------------------------------------------------------------------
     def progress(self) -> Progress:

@@ -76,7 +76,9 @@ class Lifecycle:
     """The state of one run, changed only through :meth:`transition` under ``lock``.
 
     ``error`` is the run's outcome once it is failing or ended (``None`` when it finished);
-    ``done`` is set with the terminal state, after its event was published."""
+    ``done`` is set with the terminal state, after its event was published. ``lock`` (re-entrant)
+    is the run's lock: made here and handed to the run's supervisor, coordinators and heartbeat,
+    it guards the state, ``error`` and ``attempt`` and what those parts keep (see ``launch.py``)."""
 
     def __init__(self, run_id: str, events: EventStream) -> None:
         self.run_id = run_id

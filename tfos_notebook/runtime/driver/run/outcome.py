@@ -5,7 +5,6 @@ with it now, and the waits for its reservations and its end. ``Run`` owns a :cla
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING, Any
 
 from ...wire.plan import chief_of
@@ -21,21 +20,17 @@ if TYPE_CHECKING:
     from .lifecycle import Lifecycle
     from .supervisor import Supervisor
 
-log = logging.getLogger(__name__)
-
-TRACKING_WAIT_SECS = 120
-
 
 class RunOutcome:
-    """How the run named ``name`` stands and ends. ``started_at`` (``time.monotonic()``) and
-    ``tracking`` (its ``tracking.MlflowTracker``, when logged) are set as the run starts."""
+    """How the run named ``name`` stands and ends. ``started_at`` (``time.monotonic()``) is set as
+    the run starts. Takes no lock: each member reads the lifecycle's or the coordinator's fields one
+    at a time (a transition, which holds the run's lock, sets ``done`` last)."""
 
     def __init__(self, name: str, lifecycle: Lifecycle, events: EventStream, diagnosis: LiveDiagnosis,
                  supervisor: Supervisor) -> None:
         self.name = name
         self.lifecycle, self.events, self.diagnosis, self.supervisor = lifecycle, events, diagnosis, supervisor
         self.started_at: float | None = None
-        self.tracking: Any = None
 
     @property
     def state(self) -> RunState:
@@ -106,17 +101,20 @@ class RunOutcome:
 
     def wait(self, timeout: float | None = None) -> Any:
         """Block until the run ends; returns the chief's value, or raises the run's error
-        (``NodeError`` with the node's traceback, ``ReservationTimeout``, ``RunStopped``...).
+        (``NodeError`` with the node's traceback, ``ReservationTimeout``, ``RunStopped``...)."""
+        self.ended(timeout)
+        return self.value()
 
-        A run logged to MLflow (``tracking``) has ended once its MLflow run is complete too (its
-        status set, its model logged), so that a script may exit after ``wait``; that part is
-        waited for ``TRACKING_WAIT_SECS`` at most (the logging goes on in the background after)."""
+    def ended(self, timeout: float | None = None) -> None:
+        """Block until the run has ended, its last job included (``TimeoutError`` after ``timeout``
+        seconds; ``ConfigError`` for a run never started)."""
         self._check_started("wait")
         if not self.lifecycle.done.wait(timeout):
             raise TimeoutError(f"run {self.name} still {self.state} after {timeout}s")
         self.supervisor.join()
-        if self.tracking is not None and not self.tracking.wait(TRACKING_WAIT_SECS):
-            log.warning("run %s: its MLflow run is still being completed after %ds", self.name, TRACKING_WAIT_SECS)
+
+    def value(self) -> Any:
+        """The ended run's chief's value, or its error raised."""
         if self.error is not None:
             raise self.error
         return self.result

@@ -55,6 +55,11 @@ CANCEL_MARGIN = 2.0  # seconds past the stop grace before an ending attempt's jo
 class Supervisor:
     """The attempts of the run named ``name``; ``coord`` is the current attempt's coordinator.
 
+    ``lock`` is the run's (``lifecycle.lock``), handed on to each attempt's coordinator and to the
+    heartbeat: held here to decide how an attempt ends (stop, relaunch, settle: the state with
+    ``_ending_since``, ``_settling`` and ``_relaunch_cause``), and held by the coordinator when it
+    calls this supervisor's hooks.
+
     Args:
         lifecycle: the run's state (its id, its attempt and the lock every change holds).
         events, diagnosis, backend: the run's event stream, live diagnosis and Spark backend.
