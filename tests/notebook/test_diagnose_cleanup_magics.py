@@ -10,8 +10,8 @@ import time
 
 from tfos_notebook.notebook import Monitor
 from tfos_notebook.notebook.diagnostics import cleanup_report
-from tfos_notebook.runtime.driver.diagnosis.finding import Finding
 from tfos_notebook.runtime.driver.events import FindingRaised, RunFinished
+from tfos_notebook.runtime.driver.events.finding import Finding
 
 FAKE_RUN = "20260101-000000-left01"
 

@@ -15,7 +15,6 @@ from tfos_notebook.notebook.monitor import Monitor
 from tfos_notebook.notebook.pump import EventPump
 from tfos_notebook.notebook.text import TextMonitor
 from tfos_notebook.notebook.view import RunView, format_duration, timeline
-from tfos_notebook.runtime.driver.diagnosis.finding import Finding
 from tfos_notebook.runtime.driver.events import (
     EventStream,
     FindingRaised,
@@ -27,6 +26,7 @@ from tfos_notebook.runtime.driver.events import (
     RunStateChanged,
     Step,
 )
+from tfos_notebook.runtime.driver.events.finding import Finding
 
 
 def test_view_folds_a_run_into_rows_reservations_and_state():

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from ..runtime.driver.diagnosis.cleanup import scan_cluster
-from ..runtime.driver.diagnosis.finding import Finding
+from ..runtime.driver.events.finding import Finding
 from ..runtime.host.orphans import Leftover
 
 if TYPE_CHECKING:

@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..runtime.driver.diagnosis.finding import Finding
 from ..runtime.driver.errors import ConfigError, PreflightError
+from ..runtime.driver.events.finding import Finding
 from ..runtime.driver.spark import active_session, backend_for
 from ..runtime.host.gpus import visible_devices
 from ..tracking.run import TrackedRun

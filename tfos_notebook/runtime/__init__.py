@@ -16,7 +16,7 @@ from ..lazy import lazy_exports
 
 _EXPORTS = {
     **{name: (".node.child.ctx", name) for name in ("NodeContext",)},
-    "Finding": (".driver.diagnosis.finding", "Finding"),
+    "Finding": (".driver.events.finding", "Finding"),
     **{name: (".driver.diagnosis.diagnose", name) for name in ("Snapshot", "diagnose")},
     **{name: (".driver.run.launch", name) for name in ("Run",)},
     **{name: (".driver.run.roles", name) for name in ("plan_roles",)},

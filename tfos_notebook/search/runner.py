@@ -28,9 +28,9 @@ from types import SimpleNamespace
 from typing import Any
 
 from ..errors import ConfigError
-from ..runtime.driver.diagnosis.finding import WARNING, Finding
 from ..runtime.driver.errors import LaunchError, NodeError
 from ..runtime.driver.events import ClusterReady, EventStream, FindingRaised, RunFinished, Step
+from ..runtime.driver.events.finding import WARNING, Finding
 from ..runtime.driver.spark import backend_for
 from ..runtime.wire.plan import chief_of
 from ..tracking.run import TrackedRun

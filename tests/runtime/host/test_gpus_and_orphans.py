@@ -19,7 +19,7 @@ import pytest
 from procs import eventually
 
 from tfos_notebook.runtime.driver.diagnosis.diagnose import ExecutorInfo, Snapshot, diagnose
-from tfos_notebook.runtime.driver.diagnosis.finding import BLOCKER, WARNING
+from tfos_notebook.runtime.driver.events.finding import BLOCKER, WARNING
 from tfos_notebook.runtime.host.gpus import GpuProcess, parse_compute_apps, parse_gpu_index
 from tfos_notebook.runtime.host.orphans import Leftover, kill_attempts_before, scan_host
 

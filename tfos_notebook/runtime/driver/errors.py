@@ -12,7 +12,7 @@ from ..wire.errors import ChannelError, FeedError, FeedTimeout
 from ..wire.plan import node_name
 
 if TYPE_CHECKING:
-    from .diagnosis.finding import Finding
+    from .events.finding import Finding
 
 __all__ = ["ChannelError", "ConfigError", "FeedError", "FeedTimeout", "LaunchError", "NodeError", "PreflightError",
            "ReservationTimeout", "RunStopped", "SparkJobError", "TFOSError"]

@@ -13,9 +13,9 @@ from tfos_notebook.runtime.driver.diagnosis.diagnose import (
     diagnose,
     slot_wait_finding,
 )
-from tfos_notebook.runtime.driver.diagnosis.finding import blockers
 from tfos_notebook.runtime.driver.diagnosis.nodes import diagnose_failure
 from tfos_notebook.runtime.driver.diagnosis.snapshot import EXECUTORS_SETTLE_SECS
+from tfos_notebook.runtime.driver.events.finding import blockers
 from tfos_notebook.runtime.node.child.ctx import NodeContext, absolute_path
 from tfos_notebook.runtime.node.task.task import tf_config
 

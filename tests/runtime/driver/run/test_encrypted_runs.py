@@ -8,8 +8,8 @@ import pytest
 
 from tfos_notebook import MirroredStrategyRunner, PreflightError, Run
 from tfos_notebook.runtime.driver.diagnosis.diagnose import Snapshot, diagnose
-from tfos_notebook.runtime.driver.diagnosis.finding import BLOCKER, WARNING
 from tfos_notebook.runtime.driver.events import FindingRaised
+from tfos_notebook.runtime.driver.events.finding import BLOCKER, WARNING
 
 
 def fed_ids(args, ctx):

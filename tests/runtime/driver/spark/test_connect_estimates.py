@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tfos_notebook.runtime.driver.diagnosis.diagnose import Snapshot, diagnose
-from tfos_notebook.runtime.driver.diagnosis.finding import blockers
+from tfos_notebook.runtime.driver.events.finding import blockers
 from tfos_notebook.runtime.driver.spark import ExecutorInfo
 from tfos_notebook.runtime.driver.spark.connect import ConnectBackend, Probe
 from tfos_notebook.tensorboard.sources import files_path

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
+from ..events.finding import WARNING, Finding
 from ..spark.databricks import PROFILE_KEY, AccessMode, DatabricksContext
-from .finding import WARNING, Finding
 
 STANDARD_COMPUTE = "https://docs.databricks.com/compute/access-mode-limitations.html"
 GPU_SCHEDULING = "https://docs.databricks.com/compute/gpu.html"

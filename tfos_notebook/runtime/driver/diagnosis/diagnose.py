@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ..events.finding import BLOCKER, WARNING, Finding, blockers, tail
 from .databricks import compute_findings
-from .finding import BLOCKER, WARNING, Finding, blockers, tail
 from .nodes import leftover_findings, version_findings
 from .snapshot import ExecutorInfo, Snapshot, executor_lines
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..events import Event, EventStream, LaunchSubmitted, NodeMemory, Pace
-from .finding import Finding
+from ..events.finding import Finding
 from .memory import MemoryBoard
 from .pace import WINDOW_REPORTS, NodeWindow, input_bound_findings, straggler_findings
 

@@ -10,8 +10,8 @@ import itertools
 from collections import deque
 
 from ...wire.reports import host_floor_mib
+from ..events.finding import Finding
 from ..events.types import NodeMemory
-from .finding import Finding
 
 TREND_SECS = 10.0  # the growth is judged over this much of the latest reports, at least
 GROWING_MIB_PER_SEC = 16.0  # slower than this is not news

@@ -8,7 +8,7 @@ from ...host.orphans import Leftover
 from ...host.paths import SHARED_STORAGE
 from ...wire.errors import EXPORT_PEERS_MISSING
 from ...wire.plan import node_name
-from .finding import BLOCKER, WARNING, Finding, tail
+from ..events.finding import BLOCKER, WARNING, Finding, tail
 
 
 def version_findings(versions: tuple[tuple[str, str, str], ...], driver_versions: tuple[str, str]) -> list[Finding]:

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .finding import WARNING, Finding
+from ..events.finding import WARNING, Finding
 
 WINDOW_REPORTS = 10  # the reports (about one a second) a finding looks at
 MIN_REPORTS = 5  # reports a node needs in that window before it is judged

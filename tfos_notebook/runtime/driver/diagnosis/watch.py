@@ -12,9 +12,9 @@ from ...host.orphans import Leftover
 from ...host.versions import installed_versions
 from ...wire.plan import node_name
 from ..events import EventStream, FindingRaised
+from ..events.finding import Finding, blockers
 from . import preflight
 from .diagnose import Snapshot, diagnose, slot_wait_finding
-from .finding import Finding, blockers
 from .nodes import leftover_findings
 
 log = logging.getLogger(__name__)

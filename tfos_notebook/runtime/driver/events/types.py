@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 from ...wire.plan import node_name
+from .finding import Finding
 
 
 def _now() -> float:
@@ -190,7 +190,7 @@ class ProfileCaptured(NodeEvent):
 class FindingRaised(Event):
     """A diagnosis of why a launch cannot proceed, or of something that needs attention."""
 
-    finding: Any  # runtime.driver.finding.Finding
+    finding: Finding
 
 
 @dataclass(frozen=True)

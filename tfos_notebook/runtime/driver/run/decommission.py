@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING
 from ...wire import messages as m
 from ...wire.plan import FOREGROUND_ROLES
 from ...wire.states import NodeState
-from ..diagnosis.finding import Finding
 from ..events import CheckpointSaved, Decommissioning
+from ..events.finding import Finding
 from .coordinator import send_quietly
 
 if TYPE_CHECKING:

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 
 from ...wire import messages as m
 from ...wire.plan import node_name
-from ..diagnosis.finding import Finding
 from ..errors import NodeError
+from ..events.finding import Finding
 from .coordinator import Coordinator
 from .noderecord import NodeRecord
 

@@ -50,12 +50,12 @@ from typing import TYPE_CHECKING, Any
 
 from ...host.versions import uses_legacy_keras
 from ...wire.plan import FOREGROUND_ROLES, NodePlan
-from ..diagnosis.finding import blockers
 from ..diagnosis.insight import Insight, Progress
 from ..diagnosis.kerascheck import refuse_keras3_for_tf_keras
 from ..diagnosis.watch import LiveDiagnosis
 from ..errors import ConfigError, PreflightError, RunStopped
 from ..events import EventStream, FeedPlanned
+from ..events.finding import blockers
 from ..feed.api import RunFeeding
 from ..spark import backend_for
 from .control import ControlPlane
@@ -69,7 +69,7 @@ from .supervisor import Supervisor
 
 if TYPE_CHECKING:
     from ...wire import messages as m
-    from ..diagnosis.finding import Finding
+    from ..events.finding import Finding
     from ..feed.data import FeedSummary
     from ..feed.instage import InStageFeed
     from .noderecord import NodeRecord

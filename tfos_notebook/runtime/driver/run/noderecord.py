@@ -10,8 +10,8 @@ from ...host.filetail import Chunk
 from ...wire import messages as m
 from ...wire.plan import node_name
 from ...wire.states import NodeState
-from ..diagnosis.finding import Finding
 from ..errors import NodeError
+from ..events.finding import Finding
 
 
 class Conn(Protocol):

@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ...wire.plan import chief_of
-from ..diagnosis.finding import Finding
 from ..errors import ConfigError
 from ..events import ClusterReady, RunFinished
+from ..events.finding import Finding
 from .lifecycle import RunState
 from .noderecord import NodeRecord
 

@@ -10,8 +10,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ...host.timeouts import Deadline
-from ..diagnosis.finding import Finding, blockers
 from ..errors import LaunchError, PreflightError, ReservationTimeout, SparkJobError
+from ..events.finding import Finding, blockers
 from ..spark import error_summary
 from .lifecycle import RunState
 

@@ -26,11 +26,11 @@ from ...host.watchdog import WATCHDOG_SECS as CHILD_WATCHDOG_SECS
 from ...wire import messages as m
 from ...wire.plan import FOREGROUND_ROLES, node_name
 from ...wire.states import NodeState
-from ..diagnosis.finding import Finding, blockers
 from ..diagnosis.memory import MEMORY_REMEDY
 from ..diagnosis.nodes import unshared_finding
 from ..errors import ChannelError, LaunchError, NodeError, RunStopped, SparkJobError
 from ..events import AttemptEnded, LaunchSubmitted, ModelDirUnshared
+from ..events.finding import Finding, blockers
 from ..spark import SparkJob, error_summary
 from .coordinator import BACKGROUND_ROLES, Coordinator
 from .decommission import Decommission

@@ -1,6 +1,7 @@
 """A finding: one reason a launch cannot proceed or should worry the user, with its evidence and
-remedy. ``diagnose.py`` finds them in a snapshot of the cluster, ``nodes.py`` in what the
-nodes report."""
+remedy. ``diagnosis/diagnose.py`` finds them in a snapshot of the cluster, ``diagnosis/nodes.py``
+in what the nodes report; they reach every consumer in ``FindingRaised`` events, and the errors a
+user meets carry them (``driver/errors.py``)."""
 
 from __future__ import annotations
 
