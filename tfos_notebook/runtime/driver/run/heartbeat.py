@@ -67,7 +67,8 @@ class Heartbeat:
             self.release()
 
     def _unreachable(self, coord: Coordinator, node: NodeRecord) -> None:
-        held, self._held = self._held, None
+        with self.lock:  # ``hold`` sets it from a connection's thread
+            held, self._held = self._held, None
         evidence = [f"no message (heartbeat answers included) for {time.monotonic() - node.heard:.0f}s; the "
                     f"driver pings every {m.HEARTBEAT_SECS:g}s"]
         if held is not None:
