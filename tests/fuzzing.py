@@ -24,7 +24,7 @@ scalars = (st.none() | st.booleans() | st.integers(-(2 ** 63), 2 ** 64 - 1)
 values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4)
                       | st.dictionaries(st.text(max_size=10), inner, max_size=4), max_leaves=12)
 
-MESSAGE_TYPES: tuple[type[m.Message], ...] = tuple(m.Message.__subclasses__())
+MESSAGE_TYPES: tuple[type[m.Message], ...] = tuple(m.CONTROL.types.values())
 
 
 @st.composite

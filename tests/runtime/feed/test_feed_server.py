@@ -14,6 +14,7 @@ from tfos_notebook.runtime.driver.errors import ChannelError
 from tfos_notebook.runtime.node.child.feed.datafeed import DataFeed, arrays_of, predict
 from tfos_notebook.runtime.node.child.feed.server import FeedServer
 from tfos_notebook.runtime.wire import channel
+from tfos_notebook.runtime.wire.feed import messages as fm
 from tfos_notebook.runtime.wire.feed.codec import empty_stream
 from tfos_notebook.runtime.wire.feed.protocol import FeedClient, tell
 from tfos_notebook.runtime.wire.feed.tasks import InferFeed, TrainFeed
@@ -55,7 +56,7 @@ def test_a_retried_partition_resumes_where_the_node_count_stopped(server):
         feed.feed(part=0, attempt=0, batches=failing())
     record = feed.feed(part=0, attempt=1, batches=batches(0, 1000))
     assert record["status"] == "fed" and record["skipped"] == 300 and record["rows"] == 700
-    tell(server.address, SECRET, {"t": "epoch_end", "pass": "1.0"})
+    tell(server.address, SECRET, fm.EpochEnd("1.0"))
     assert drain(server) == list(range(1000))
 
 
@@ -127,7 +128,7 @@ def test_predictions_go_back_to_the_task_that_sent_each_row(server):
         t.start()
     for t in tasks:
         t.join(30)
-    tell(server.address, SECRET, {"t": "end"})
+    tell(server.address, SECRET, fm.End())
     consumer.join(10)
     for p in range(3):
         assert outputs[p] == [(i, i * 10) for i in range(p * 1000, p * 1000 + 400)]
@@ -152,7 +153,7 @@ def test_a_fed_nodes_child_serves_its_data_feed_before_it_is_told_to_go(tmp_path
         serving = m.from_json(status.readline())
         assert isinstance(serving, m.FeedServing)
         sample = empty_stream(pa.schema([("id", pa.int64())])).to_pybytes()
-        assert tell((serving.host, serving.port), secret, {"t": "sample", "pass": "p", "data": sample}) == {"t": "ok"}
+        assert tell((serving.host, serving.port), secret, fm.Sample("p", sample)) == fm.Ok()
         proc.stdin.close()  # no go: the run ended before its cluster formed
         assert proc.wait(10) == 0
 
@@ -176,7 +177,7 @@ def test_a_node_reads_the_batches_of_a_spill_on_its_host_where_the_task_says(ser
         pass_id = f"in-stage.{epoch}"
         record = TrainFeed(SECRET, [server.address], pass_id, timeout=30).feed(0, 0, iter(spill.entries))
         assert record["status"] == "fed" and record["rows"] == 1000
-        tell(server.address, SECRET, {"t": "epoch_end", "pass": pass_id})
+        tell(server.address, SECRET, fm.EpochEnd(pass_id))
         assert drain(server) == list(range(1000))
     assert server._server.malformed == 0
 
@@ -215,7 +216,7 @@ def test_a_dataset_over_a_feed_with_no_row_to_type_it_says_so(server):
     from tfos_notebook.runtime.driver.errors import FeedError
     from tfos_notebook.runtime.node.child.feed.datafeed import make_dataset
 
-    tell(server.address, SECRET, {"t": "sample", "pass": "in-stage", "data": empty_stream(pa.schema([])).to_pybytes()})
+    tell(server.address, SECRET, fm.Sample("in-stage", empty_stream(pa.schema([])).to_pybytes()))
     with pytest.raises(FeedError, match="no row to take the data's types from.*rdd.repartition"):
         make_dataset(server, 16)
 
@@ -228,13 +229,13 @@ def test_a_feed_the_task_cannot_read_fails_the_function_where_it_reads_after_the
 
     waiting = FeedServer(SECRET, "127.0.0.1", buffer_bytes=1 << 20).start()
     try:
-        tell(waiting.address, SECRET, {"t": "fail", "message": "column 'x' is None in the first row"})
+        tell(waiting.address, SECRET, fm.Fail("column 'x' is None in the first row"))
         with pytest.raises(DataError, match="column 'x' is None"):
             waiting.sample(timeout=5)
     finally:
         waiting.close()
     assert TrainFeed(SECRET, [server.address], "in-stage.0", timeout=30).feed(0, 0, batches(0, 50))["rows"] == 50
-    tell(server.address, SECRET, {"t": "fail", "message": "column 'x' does not match the first row's type"})
+    tell(server.address, SECRET, fm.Fail("column 'x' does not match the first row's type"))
     pieces, why = server.take(50, epoch=True, timeout=5)
     assert sum(p.rows for p in pieces) == 50 and why == "full"
     for _ in range(2):

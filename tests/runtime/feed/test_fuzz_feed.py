@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from tfos_notebook.runtime.driver.errors import FeedError
 from tfos_notebook.runtime.node.child.feed.server import FeedServer
 from tfos_notebook.runtime.wire import channel
+from tfos_notebook.runtime.wire.feed import messages as fm
 from tfos_notebook.runtime.wire.feed.codec import batch_bytes
 from tfos_notebook.runtime.wire.feed.protocol import MAX_FRAME, FeedClient, tell
 from tfos_notebook.runtime.wire.feed.tasks import TrainFeed
@@ -23,7 +24,7 @@ from .test_feed_server import SECRET, batches, drain
 
 pytestmark = pytest.mark.fuzz
 
-SYNC = {"t": "sync"}  # an unknown request: the node answers it with an error, in order
+SYNC = {"type": "sync"}  # an unknown request: the node answers it with an error, in order
 
 
 @pytest.fixture
@@ -39,10 +40,12 @@ arrow = st.sampled_from([batch_bytes(next(batches(0, 3))).to_pybytes(),
                          batch_bytes(next(batches(0, 1, width=2))).to_pybytes()[:-9],
                          b"ARROW1", b""])
 requests = st.fixed_dictionaries(
-    {"t": st.sampled_from(["sample", "open", "rows", "done", "epoch_end"]) | st.text(max_size=8)},
-    optional={"pass": values, "part": st.integers(-2, 3) | values, "attempt": values,
+    {"type": st.sampled_from(["sample", "open", "rows", "rows_file", "done", "epoch_end", "ok"])
+     | st.text(max_size=8)},
+    optional={"pass_id": values, "part": st.integers(-2, 3) | values, "attempt": st.integers(-1, 2) | values,
               "mode": st.sampled_from(["train", "infer"]) | values, "rows": st.integers(-1, 5) | values,
-              "n": values, "data": arrow | st.binary(max_size=64) | values},
+              "n": st.integers(-1, 5) | values, "data": arrow | st.binary(max_size=64) | values, "path": values,
+              "offset": st.integers(-1, 9) | values, "length": values},
 )
 
 
@@ -57,8 +60,8 @@ def test_authenticated_malformed_requests_are_refused_and_counted_and_the_feed_g
         for msg in sent:
             client.conn.send_frame(msgpack.packb(msg, use_bin_type=True))
         client.conn.send(SYNC)
-        while (reply := client.recv()) != {"t": "error", "message": "unknown message 'sync'"}:
-            assert reply["t"] in ("ok", "ready", "stopped", "ack", "error"), reply
+        while (reply := client.recv()) != fm.Error("malformed message: unknown type 'sync'"):
+            assert isinstance(reply, (fm.Ok, fm.Ready, fm.Stopped, fm.Ack, fm.Error)), reply
         assert settles(lambda: server.malformed > refused)  # the sync at least (counted after its answer)
         client.close()
 
@@ -75,13 +78,13 @@ def test_authenticated_malformed_requests_are_refused_and_counted_and_the_feed_g
 
 def test_a_connection_opens_one_partition_so_a_retry_of_it_is_never_locked_out(feed, thread_exceptions):
     first = FeedClient(feed.address, SECRET, timeout=10)
-    assert first.request({"t": "open", "pass": "p", "part": 0, "attempt": 0, "mode": "train"})["t"] == "ready"
+    assert isinstance(first.request(fm.Open("p", 0, 0, "train")), fm.Ready)
     with pytest.raises(FeedError, match="a connection feeds one partition"):
-        first.request({"t": "open", "pass": "p", "part": 1, "attempt": 0, "mode": "train"})
+        first.request(fm.Open("p", 1, 0, "train"))
     first.close()
     retry = TrainFeed(SECRET, [feed.address], "p", timeout=10).feed(part=0, attempt=1, batches=batches(0, 10))
     assert retry["status"] == "fed" and retry["rows"] == 10
-    assert tell(feed.address, SECRET, {"t": "epoch_end", "pass": "p"}) == {"t": "ok"}
+    assert tell(feed.address, SECRET, fm.EpochEnd("p")) == fm.Ok()
     assert drain(feed) == list(range(10))
 
 
@@ -101,7 +104,6 @@ def test_unauthenticated_garbage_never_reaches_the_feed(feed, thread_exceptions)
     assert feed.queue.rows_in == 0 and server.malformed == 0
     conn = channel.connect(*feed.address, SECRET, max_frame=MAX_FRAME)
     conn.close()
-    assert tell(feed.address, SECRET, {"t": "sample", "pass": "s", "data": batch_bytes(next(batches(0, 1))).to_pybytes()}) \
-        == {"t": "ok"}
+    assert tell(feed.address, SECRET, fm.Sample("s", batch_bytes(next(batches(0, 1))).to_pybytes())) == fm.Ok()
     schema, row = feed.sample(1)
     assert schema.names == ["id", "x"] and row.num_rows == 1

@@ -1,7 +1,8 @@
-"""The control protocol: one frozen dataclass per message between the driver and a node.
+"""The control protocol: one message class per message between the driver and a node, each field
+declared once, as an annotation (``message.py``).
 
 On the wire a message is a msgpack (control channel) or JSON (the child's status pipe) map
-``{"type": TYPE, field: value, ...}``. :func:`decode` validates every field's type and raises
+``{"type": TYPE, field: value, ...}``. :func:`decode` validates every field as annotated and raises
 ``ChannelError`` on anything else, so a handler only ever sees a well-formed message; the
 receiver logs and counts a malformed one and goes on (it never costs the sender its node).
 Nothing here is unpickled: a node's return value travels as opaque bytes in :class:`Result`
@@ -9,13 +10,14 @@ Nothing here is unpickled: a node's return value travels as opaque bytes in :cla
 decodes, reporting a value it cannot decode as that node's error.
 
 The messages a node sends are in ``reports.py``, those the driver sends in ``orders.py``, their
-base and encoding in ``message.py``, field checks in ``checks.py``; all import nothing but the
-standard library and each other: the nodes' child processes use them.
+base, declaration and encoding in ``message.py``, the checks each annotation stands for in
+``checks.py``; all import nothing but the standard library and each other: the nodes' child
+processes use them.
 """
 
 from __future__ import annotations
 
-from .message import Message, decode, encode, from_json, to_json
+from .message import CONTROL, Message, decode, encode, from_json, to_json
 from .orders import (
     Cluster,
     FilesResend,
@@ -62,10 +64,10 @@ DRIVER_SILENT_SECS = 30.0
 
 
 __all__ = [
-    "AtBoundary", "Cluster", "DRIVER_SILENT_SECS", "FeedReport", "FeedServing", "Files", "FilesResend", "FilesRewind",
-    "GpuReport", "HEARTBEAT_SECS", "Leftovers", "Logs", "MemoryReport", "Message", "MlflowCalls", "ModelExport",
-    "NODE_SILENT_SECS", "NodeAnswer", "NodeQuery", "NodeStateReport", "PROFILE_AREA", "PaceReport", "Ping",
-    "Pong", "Profile", "ProfileDone", "Register", "Result", "SaveAt", "SaveAtSeen", "SaveGo", "SaveSoon", "Saved",
-    "StepReport", "Stop", "SystemReport", "decode",
-    "encode", "from_json", "to_json",
+    "AtBoundary", "CONTROL", "Cluster", "DRIVER_SILENT_SECS", "FeedReport", "FeedServing", "Files",
+    "FilesResend", "FilesRewind", "GpuReport", "HEARTBEAT_SECS", "Leftovers", "Logs", "MemoryReport",
+    "Message", "MlflowCalls", "ModelExport", "NODE_SILENT_SECS", "NodeAnswer", "NodeQuery",
+    "NodeStateReport", "PROFILE_AREA", "PaceReport", "Ping", "Pong", "Profile", "ProfileDone", "Register",
+    "Result", "SaveAt", "SaveAtSeen", "SaveGo", "SaveSoon", "Saved", "StepReport", "Stop", "SystemReport",
+    "decode", "encode", "from_json", "to_json",
 ]

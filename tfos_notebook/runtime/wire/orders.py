@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import checks as c
+from .checks import Offset
 from .message import Message, message
 
 
@@ -13,7 +13,6 @@ class Cluster(Message):
     TYPE = "cluster"
     cluster_spec: dict[str, list[str]]
     model_dir_shared: bool = True  # every node sees the driver's model dir (``ctx.model_dir_shared``)
-    CHECKS = {"cluster_spec": c.mapping(c.string, lambda v: list(c.seq(c.string)(v))), "model_dir_shared": c.boolean}
 
 
 @message
@@ -23,7 +22,6 @@ class NodeAnswer(Message):
     TYPE = "node_answer"
     state: str
     failure: str = ""
-    CHECKS = {"state": c.string, "failure": c.string}
 
 
 @message
@@ -33,7 +31,6 @@ class Ping(Message):
 
     TYPE = "ping"
     seq: int
-    CHECKS = {"seq": c.integer}
 
 
 @message
@@ -43,7 +40,6 @@ class Stop(Message):
 
     TYPE = "stop"
     stacks: bool = False
-    CHECKS = {"stacks": c.boolean}
 
 
 @message
@@ -54,8 +50,7 @@ class Profile(Message):
     TYPE = "profile"
     session: str
     seconds: float = 0.0
-    steps: int = 0
-    CHECKS = {"session": c.string, "seconds": c.number, "steps": c.offset}
+    steps: Offset = 0
 
 
 @message
@@ -70,9 +65,8 @@ class FilesRewind(Message):
     """The driver lacks the bytes before these offsets: send again from there."""
 
     TYPE = "files_rewind"
-    files: dict[str, int]
+    files: dict[str, Offset]
     area: str = ""
-    CHECKS = {"files": c.mapping(c.string, c.offset), "area": c.string}
 
 
 
@@ -85,7 +79,6 @@ class SaveSoon(Message):
 
     TYPE = "save_soon"
     notice: str
-    CHECKS = {"notice": c.string}
 
 
 @message
@@ -93,8 +86,7 @@ class SaveAt(Message):
     """Save a checkpoint at the end of step ``step`` (every node acknowledges: ``SaveAtSeen``)."""
 
     TYPE = "save_at"
-    step: int
-    CHECKS = {"step": c.offset}
+    step: Offset
 
 
 @message

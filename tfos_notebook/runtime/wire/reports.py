@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import field
+from typing import TypedDict
 
-from . import checks as c
-from .checks import Check
+from .checks import Offset
 from .message import Message, message
 
 
@@ -27,9 +27,6 @@ class Register(Message):
     sees_model_dir: bool = True  # the run's model dir is a local path and the driver's probe file is there
     started: str = ""  # how the node's process started: "fork", or "spawn: " and why not forked (node/task/forked.py)
     keras: str = ""  # which Keras tf.keras is in the node's process: "tf-keras 2.16.0", "keras 3.5.0"...
-    CHECKS = {"task": c.integer, "attempt": c.integer, "host": c.string, "port": c.integer, "pid": c.integer,
-              "executor_id": c.string, "gpus": c.seq(c.string), "python": c.string, "tensorflow": c.string,
-              "hostname": c.string, "sees_model_dir": c.boolean, "started": c.string, "keras": c.string}
 
 
 @message
@@ -39,7 +36,6 @@ class NodeStateReport(Message):
     TYPE = "state"
     state: str
     child_pid: int = 0
-    CHECKS = {"state": c.string, "child_pid": c.integer}
 
 
 @message
@@ -48,7 +44,6 @@ class Logs(Message):
 
     TYPE = "logs"
     lines: tuple[tuple[str, str], ...]
-    CHECKS = {"lines": c.seq(c.fixed(c.string, c.string))}
 
 
 @message
@@ -58,7 +53,6 @@ class StepReport(Message):
     TYPE = "step"
     step: int
     metrics: dict[str, float] = field(default_factory=dict)
-    CHECKS = {"step": c.integer, "metrics": c.mapping(c.string, c.number)}
 
 
 @message
@@ -68,7 +62,6 @@ class FeedServing(Message):
     TYPE = "feed_serving"
     host: str
     port: int
-    CHECKS = {"host": c.string, "port": c.integer}
 
 
 @message
@@ -82,8 +75,6 @@ class FeedReport(Message):
     buffered: int
     stalled: float = 0.0
     terminated: bool = False
-    CHECKS = {"received": c.integer, "consumed": c.integer, "buffered": c.integer, "stalled": c.number,
-              "terminated": c.boolean}
 
 
 #: ``Files.area`` of a node's profiler traces: relpaths ``plugins/profile/<session>/<node>.xplane.pb``
@@ -97,9 +88,8 @@ class Files(Message):
     directory (``area`` "") or its profiler traces (``area`` ``PROFILE_AREA``)."""
 
     TYPE = "files"
-    chunks: tuple[tuple[str, int, bytes], ...]
+    chunks: tuple[tuple[str, Offset, bytes], ...]
     area: str = ""
-    CHECKS = {"chunks": c.seq(c.fixed(c.string, c.offset, c.blob)), "area": c.string}
 
 
 @message
@@ -114,24 +104,20 @@ class PaceReport(Message):
     it is where Keras or ``ctx.report`` tells (0: unknown)."""
 
     TYPE = "pace"
-    steps: int
+    steps: Offset
     secs: float
-    window_steps: int
+    window_steps: Offset
     step_secs: float = 0.0
-    examples: int = 0
-    window_examples: int = 0
+    examples: Offset = 0
+    window_examples: Offset = 0
     wait_secs: float = 0.0
     input_measured: bool = False
     step: int = 0
-    total_steps: int = 0
-    epoch: int = 0
-    epochs: int = 0
-    epoch_step: int = 0
-    epoch_steps: int = 0
-    CHECKS = {"steps": c.offset, "secs": c.number, "window_steps": c.offset, "step_secs": c.number,
-              "examples": c.offset, "window_examples": c.offset, "wait_secs": c.number,
-              "input_measured": c.boolean, "step": c.integer, "total_steps": c.offset, "epoch": c.offset,
-              "epochs": c.offset, "epoch_step": c.offset, "epoch_steps": c.offset}
+    total_steps: Offset = 0
+    epoch: Offset = 0
+    epochs: Offset = 0
+    epoch_step: Offset = 0
+    epoch_steps: Offset = 0
 
 
 @message
@@ -143,7 +129,6 @@ class ProfileDone(Message):
     session: str
     ok: bool
     detail: str = ""
-    CHECKS = {"session": c.string, "ok": c.boolean, "detail": c.string}
 
 
 
@@ -153,8 +138,7 @@ class AtBoundary(Message):
     waits there for ``SaveAt`` and ``SaveGo``."""
 
     TYPE = "at_boundary"
-    step: int
-    CHECKS = {"step": c.offset}
+    step: Offset
 
 
 @message
@@ -162,8 +146,7 @@ class SaveAtSeen(Message):
     """The node knows the step to save at (sent by its order thread, not its training loop)."""
 
     TYPE = "save_at_seen"
-    step: int
-    CHECKS = {"step": c.offset}
+    step: Offset
 
 
 @message
@@ -171,13 +154,21 @@ class Saved(Message):
     """The node saved its checkpoint at the end of step ``step`` (``path``: where, on the chief)."""
 
     TYPE = "saved"
-    step: int
+    step: Offset
     path: str = ""
-    CHECKS = {"step": c.offset, "path": c.string}
 
-LEFTOVER_FIELDS: dict[str, Check] = {"host": c.string, "pid": c.integer, "run_id": c.string, "task": c.string,
-                                     "cmdline": c.string, "gpus": c.seq(c.string), "used_mib": c.integer,
-                                     "killed": c.boolean}
+
+class LeftoverFields(TypedDict):
+    """One process of ``Leftovers``, as ``orphans.Leftover``'s fields."""
+
+    host: str
+    pid: int
+    run_id: str
+    task: str
+    cmdline: str
+    gpus: tuple[str, ...]
+    used_mib: int
+    killed: bool
 
 
 @message
@@ -186,22 +177,25 @@ class Leftovers(Message):
     fields)."""
 
     TYPE = "leftovers"
-    items: tuple[dict, ...]
-    CHECKS = {"items": c.seq(c.record(LEFTOVER_FIELDS))}
+    items: tuple[LeftoverFields, ...]
 
 
-GPU_FIELDS: dict[str, Check] = {"address": c.string, "utilization": c.integer, "used_mib": c.integer,
-                                "total_mib": c.integer}
+class GpuFields(TypedDict):
+    """One GPU of ``GpuReport``."""
+
+    address: str
+    utilization: int
+    used_mib: int
+    total_mib: int
 
 
 @message
 class GpuReport(Message):
     """Utilisation (percent) and memory of the node's GPUs as NVML reads them, one map per GPU
-    address Spark assigned (``GPU_FIELDS``)."""
+    address Spark assigned (``GpuFields``)."""
 
     TYPE = "gpu_stats"
-    gpus: tuple[dict, ...]
-    CHECKS = {"gpus": c.seq(c.record(GPU_FIELDS))}
+    gpus: tuple[GpuFields, ...]
 
 
 def host_floor_mib(total_mib: float) -> float:
@@ -221,7 +215,6 @@ class MemoryReport(Message):
     host_available_mib: float
     host_total_mib: float
     cap_mib: float = 0.0
-    CHECKS = {"rss_mib": c.number, "host_available_mib": c.number, "host_total_mib": c.number, "cap_mib": c.number}
 
 
 @message
@@ -234,7 +227,6 @@ class SystemReport(Message):
     cpu_percent: float
     memory_used_mb: float
     memory_percent: float
-    CHECKS = {"cpu_percent": c.number, "memory_used_mb": c.number, "memory_percent": c.number}
 
 
 @message
@@ -247,8 +239,6 @@ class MlflowCalls(Message):
     metrics: tuple[tuple[str, float, int, int], ...] = ()
     params: tuple[tuple[str, str], ...] = ()
     tags: tuple[tuple[str, str], ...] = ()
-    CHECKS = {"metrics": c.seq(c.fixed(c.string, c.number, c.integer, c.integer)),
-              "params": c.seq(c.fixed(c.string, c.string)), "tags": c.seq(c.fixed(c.string, c.string))}
 
 
 @message
@@ -260,7 +250,6 @@ class ModelExport(Message):
     TYPE = "model_export"
     path: str
     keras: str
-    CHECKS = {"path": c.string, "keras": c.string}
 
 
 @message
@@ -270,7 +259,6 @@ class NodeQuery(Message):
 
     TYPE = "node_query"
     task: int
-    CHECKS = {"task": c.integer}
 
 
 @message
@@ -279,7 +267,6 @@ class Pong(Message):
 
     TYPE = "pong"
     seq: int
-    CHECKS = {"seq": c.integer}
 
 
 @message
@@ -297,7 +284,5 @@ class Result(Message):
     traceback: str = ""
     encoding: str = "pickle"
     cause: str = ""  # what ended the process when it was not its function: "memory"
-    CHECKS = {"ok": c.boolean, "exit_code": c.opt_integer, "value": c.opt_blob, "value_type": c.string,
-              "stopped": c.boolean, "traceback": c.string, "encoding": c.string, "cause": c.string}
 
 

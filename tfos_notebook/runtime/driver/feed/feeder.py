@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ...host.timeouts import Deadline
+from ...wire.feed import messages as fm
 from ...wire.feed.protocol import CONNECTION_ERRORS, tell
 from ...wire.feed.tasks import RECORD_DDL, TASK_TIMEOUT_MARGIN, TrainFeed
 from ...wire.messages import FeedReport, FeedServing
@@ -31,6 +32,7 @@ from ..spark import error_summary
 
 if TYPE_CHECKING:
     from ...wire.channel import RunSecret
+    from ...wire.message import Message
     from ..events import EventStream
     from ..run.noderecord import NodeRecord
     from ..spark.backend import SparkBackend
@@ -132,7 +134,7 @@ class Feeder:
                             "(Run.start(data, epochs), %%tfos_train --data, or TFCluster.run before any train() on "
                             "such a cluster), which feeds each node from its own task, or add executors or cores")
 
-    def _broadcast(self, addresses: list[tuple[str, int]], msg: dict) -> None:
+    def _broadcast(self, addresses: list[tuple[str, int]], msg: Message) -> None:
         for nd, address in zip(self.trainers(), addresses, strict=True):
             if nd.state.terminal:
                 continue
@@ -168,7 +170,7 @@ class Feeder:
         if seq == 1:
             self.run.events.publish(FeedPlanned(self.run.run_id, path="network", detail=(
                 "network: Spark tasks beside the nodes stream each partition to a node over the network")))
-        self._broadcast(addresses, {"t": "sample", "pass": str(seq), "data": source.sample_bytes()})
+        self._broadcast(addresses, fm.Sample(str(seq), source.sample_bytes()))
         started, total, epochs, partial = time.monotonic(), 0, 0, False
         per_node = {nd.name: 0 for nd in self.trainers()}
         for epoch in range(num_epochs):
@@ -186,7 +188,7 @@ class Feeder:
             if cancelled or self._all_stopped():  # every node terminated or returned: nobody wants more
                 partial = True
                 break
-            self._broadcast(addresses, {"t": "epoch_end", "pass": pass_id})
+            self._broadcast(addresses, fm.EpochEnd(pass_id))
             epochs += 1
             self.run.events.publish(EpochFed(self.run.run_id, epoch=epoch + 1, epochs=num_epochs, rows=rows,
                                              seconds=time.monotonic() - t0))
@@ -283,7 +285,7 @@ class Feeder:
             addresses = self.wait_for_feeds(timeout)
         except TFOSError:
             return  # the run ended, or its nodes never opened a feed: nothing waits for the end
-        self._broadcast(addresses, {"t": "end"})
+        self._broadcast(addresses, fm.End())
 
 def _job_error(e: BaseException, what: str) -> Exception:
     text = error_summary(e)

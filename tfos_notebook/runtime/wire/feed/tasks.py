@@ -18,11 +18,14 @@ import threading
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TypeVar
 
 import pyarrow as pa
 
 from .. import channel
 from ..errors import ChannelError, FeedError, FeedTimeout
+from ..message import Message
+from . import messages as fm
 from .buffers import concat_batches, select_columns
 from .codec import batches_of_rows, slices
 from .nodequery import ask_driver
@@ -33,6 +36,7 @@ RECORD_SCHEMA = pa.schema([("part", pa.int32()), ("node", pa.int32()), ("rows", 
                            ("skipped", pa.int64()), ("status", pa.string()), ("detail", pa.string())])
 RECORD_DDL = "part int, node int, rows long, skipped long, status string, detail string"
 TASK_TIMEOUT_MARGIN = 60.0  # the tasks' own timeout, a safety net behind the driver's watch
+M = TypeVar("M", bound=Message)
 
 
 class _Stop(Exception):
@@ -96,11 +100,10 @@ class TrainFeed:
         client = None
         try:
             client = _call(lambda: FeedClient(self.nodes[node], self.secret, self.timeout))
-            reply = _call(lambda: client.request({"t": "open", "pass": self.pass_id, "part": part,
-                                                  "attempt": attempt, "mode": "train"}))
-            if reply.get("t") == "stopped":
+            reply = _call(lambda: client.request(fm.Open(self.pass_id, part, attempt, "train")))
+            if isinstance(reply, fm.Stopped):
                 raise _Stop("terminated")
-            skip = int(reply["skip"])
+            skip = _expect(reply, fm.Ready).skip
             if skip < 0:
                 raise _Stop("already", "an earlier attempt fed this partition")
             total = 0
@@ -121,8 +124,8 @@ class TrainFeed:
                     _send(client, piece)
                     total += piece.num_rows
                     record["rows"] += piece.num_rows
-            reply = _call(lambda: client.request({"t": "done", "rows": total}))
-            if reply.get("terminated"):
+            reply = _call(lambda: client.request(fm.Done(total)))
+            if _expect(reply, fm.Ack).terminated:
                 record["status"] = "terminated"
             return record
         except _Stop as stop:
@@ -130,6 +133,13 @@ class TrainFeed:
         finally:
             if client is not None:
                 client.close()
+
+
+def _expect(reply: Message, kind: type[M]) -> M:
+    """``reply``, which must be a ``kind``."""
+    if not isinstance(reply, kind):
+        raise FeedError(f"the node answered {reply.TYPE!r} where {kind.TYPE!r} was expected")
+    return reply
 
 
 def _send(client: FeedClient, piece: pa.RecordBatch | SpillEntry) -> None:
@@ -204,7 +214,7 @@ class InferFeed:
         where = f"node {node} at {self.nodes[node][0]}:{self.nodes[node][1]}"
         try:
             client = FeedClient(self.nodes[node], self.secret, self.timeout)
-            client.request({"t": "open", "pass": "infer", "part": part, "attempt": attempt, "mode": "infer"})
+            client.request(fm.Open("infer", part, attempt, "infer"))
         except CONNECTION_ERRORS as e:
             failure = self.node_failure(node)
             if failure:
@@ -232,7 +242,7 @@ class InferFeed:
                     answered += results.num_rows
                     yield _take(pending, results.num_rows), results
             try:
-                client.conn.send({"t": "done", "rows": sent})
+                client.send(fm.Done(sent))
             except CONNECTION_ERRORS as e:
                 raise _lost(where, sent - answered, e, self.node_failure(node)) from e
             while answered < sent:
@@ -265,14 +275,14 @@ def _lost(where: str, waiting: int, e: BaseException, failure: str = "") -> Feed
                      "function failed or returned; the run's error says why")
 
 
-def _answer(msg, where: str, waiting: int) -> pa.RecordBatch:
+def _answer(msg: Message | BaseException, where: str, waiting: int) -> pa.RecordBatch:
     if isinstance(msg, BaseException):
         raise _lost(where, waiting, msg)
-    if msg.get("t") == "error":
-        raise FeedError(f"{where} refused the feed: {msg.get('message')}")
-    if msg.get("t") != "results":
-        raise FeedError(f"{where} sent {msg.get('t')!r} where predictions were expected")
-    reader = pa.ipc.open_stream(pa.py_buffer(msg["data"]))
+    if isinstance(msg, fm.Error):
+        raise FeedError(f"{where} refused the feed: {msg.message}")
+    if not isinstance(msg, fm.Results):
+        raise FeedError(f"{where} sent {msg.TYPE!r} where predictions were expected")
+    reader = pa.ipc.open_stream(pa.py_buffer(msg.data))
     return reader.read_next_batch()
 
 

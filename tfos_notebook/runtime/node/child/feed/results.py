@@ -15,7 +15,9 @@ import pyarrow as pa
 
 from ....wire import channel
 from ....wire.errors import FeedError
+from ....wire.feed import messages as fm
 from ....wire.feed.codec import batch_bytes
+from ....wire.feed.protocol import send
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +42,7 @@ class Source:
         if self.closed:
             return
         try:
-            self.conn.send_with_bin({"t": "results", "n": batch.num_rows}, "data", batch_bytes(batch))
+            send(self.conn, fm.Results(batch.num_rows, batch_bytes(batch)))
         except OSError as e:  # the inference task is gone; its partition is fed again elsewhere
             log.debug("results could not go back to their task: %s", e)
             self.closed = True

@@ -2,9 +2,9 @@
 
 The node pickles an unstarted :class:`FeedServer` into its child's payload; the child starts it
 before calling the user's function (``ctx.mgr`` is this object, as TensorFlowOnSpark's manager
-was). It listens on the node's address with the run's secret (see feed_protocol), reports its
-address and progress to the driver through the child's status pipe, and fills a bounded
-:class:`FeedQueue` that ``ctx.dataset``, ``DataFeed`` and ``ctx.predict`` read.
+was). It listens on the node's address with the run's secret (see ``wire/feed/protocol.py``),
+reports its address and progress to the driver through the child's status pipe, and fills a
+bounded :class:`FeedQueue` that ``ctx.dataset``, ``DataFeed`` and ``ctx.predict`` read.
 
 Exactly once per pass: the node counts the rows it holds of each ``(pass, partition)``; a retried
 Spark task is told how many to skip, a duplicate of a finished one that all are there, and two
@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from ....wire import channel
 from ....wire.errors import DataError, FeedError
+from ....wire.feed import messages as fm
 from ....wire.feed.codec import read_stream
-from ....wire.feed.protocol import MAX_FRAME
+from ....wire.feed.protocol import MAX_FRAME, send
 from ....wire.feed.spill import SpillReader
 from ....wire.messages import FeedReport, FeedServing
 from .queue import Chunk, EpochEnd, FeedEnd, FeedFailed, FeedQueue, PartitionEnd, Piece
@@ -36,24 +37,14 @@ log = logging.getLogger(__name__)
 REPORT_SECONDS = 1.0
 
 
-def _field(msg: dict, key: str, kind: type) -> Any:
-    """``msg[key]``, which must be a ``kind`` (not a bool for an int); ``ChannelError`` refuses
-    the request otherwise."""
-    value = msg.get(key)
-    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
-        raise channel.ChannelError(f"malformed {str(msg.get('t'))[:40]!r} request: {key!r} must be "
-                                   f"a {kind.__name__}, got {type(value).__name__}")
-    return value
-
-
-def _stream(msg: dict) -> tuple[pa.Schema, pa.RecordBatch | None]:
-    """The Arrow IPC stream in ``msg["data"]``; ``ChannelError`` when it is not one (Arrow
-    raises a plain ``OSError`` for a truncated stream, which the server would take for a closed
-    socket and drop the connection)."""
+def _stream(msg: fm.Sample | fm.Rows) -> tuple[pa.Schema, pa.RecordBatch | None]:
+    """The Arrow IPC stream in ``msg.data``; ``ChannelError`` when it is not one (Arrow raises a
+    plain ``OSError`` for a truncated stream, which the server would take for a closed socket and
+    drop the connection)."""
     try:
-        return read_stream(_field(msg, "data", bytes))
+        return read_stream(msg.data)
     except (pa.ArrowException, OSError, FeedError) as e:
-        raise channel.ChannelError(f"malformed {str(msg.get('t'))[:40]!r} request: {e}") from None
+        raise channel.ChannelError(f"malformed {msg.TYPE!r} message: {e}") from None
 
 
 class FeedServer:
@@ -133,64 +124,65 @@ class FeedServer:
                     return
 
     # -- connections -------------------------------------------------------------------------------
-    def _on_message(self, conn: channel.Connection, msg: dict) -> None:
-        kind = msg.get("t")
+    def _on_message(self, conn: channel.Connection, raw: dict) -> None:
         try:
-            if kind == "rows":
-                self._on_rows(conn, msg)
-            elif kind == "rows_file":
-                self._on_rows_file(conn, msg)
-            elif kind == "open":
-                self._on_open(conn, msg)
-            elif kind == "done":
-                self._on_done(conn, msg)
-            elif kind == "sample":
-                schema, batch = _stream(msg)
-                with self._cond:
-                    self._sample = (schema, batch)
-                    self._cond.notify_all()
-                conn.send({"t": "ok"})
-            elif kind == "epoch_end":
-                self.queue.mark(EpochEnd(str(msg.get("pass"))))
-                conn.send({"t": "ok"})
-            elif kind in ("end", "fail"):  # no more data will come; "fail": the task cannot read its rows
-                failure = _field(msg, "message", str) if kind == "fail" else None
-                self.queue.mark(FeedEnd() if failure is None else FeedFailed(failure))
-                with self._cond:
-                    self.ended, self._failure = True, failure
-                    self._cond.notify_all()
-                conn.send({"t": "ok"})
-            else:
-                raise channel.ChannelError(f"unknown message {str(kind)[:40]!r}")
+            msg = fm.decode(raw)
+            match msg:
+                case fm.Rows():
+                    self._on_rows(conn, msg)
+                case fm.RowsFile():
+                    self._on_rows_file(conn, msg)
+                case fm.Open():
+                    self._on_open(conn, msg)
+                case fm.Done():
+                    self._on_done(conn, msg)
+                case fm.Sample():
+                    sample = _stream(msg)
+                    with self._cond:
+                        self._sample = sample
+                        self._cond.notify_all()
+                    send(conn, fm.Ok())
+                case fm.EpochEnd():
+                    self.queue.mark(EpochEnd(msg.pass_id))
+                    send(conn, fm.Ok())
+                case fm.End() | fm.Fail():  # no more data will come; Fail: the task cannot read its rows
+                    failure = msg.message if isinstance(msg, fm.Fail) else None
+                    self.queue.mark(FeedEnd() if failure is None else FeedFailed(failure))
+                    with self._cond:
+                        self.ended, self._failure = True, failure
+                        self._cond.notify_all()
+                    send(conn, fm.Ok())
+                case _:
+                    raise channel.ChannelError(f"a node's feed does not take {msg.TYPE!r} messages")
         except channel.ChannelError as e:  # counted by the server; the connection goes on
-            if kind != "rows":  # the one request that is never answered
-                conn.send({"t": "error", "message": str(e)})
+            if raw.get("type") != fm.Rows.TYPE:  # the one request that is never answered
+                send(conn, fm.Error(str(e)))
             raise
 
-    def _on_open(self, conn: channel.Connection, msg: dict) -> None:
+    def _on_open(self, conn: channel.Connection, msg: fm.Open) -> None:
         if "feed" in conn.attrs:  # its partition would stay owned by it (a retry of it would wait forever)
             raise channel.ChannelError("a connection feeds one partition: this one already opened one")
-        if msg.get("mode") == "infer":
+        if msg.mode == "infer":
             conn.attrs["feed"] = Source(conn, "infer")
-            conn.send({"t": "ready", "skip": 0})
+            send(conn, fm.Ready(0))
             return
         if self.queue.terminated:
-            conn.send({"t": "stopped"})
+            send(conn, fm.Stopped())
             return
-        key = (str(msg.get("pass")), _field(msg, "part", int))
+        key = (msg.pass_id, msg.part)
         with self._cond:
             part = self._parts.setdefault(key, Partition())
             while part.owner is not None and not self.queue.terminated:
                 self._cond.wait(1.0)  # another attempt is still feeding this partition
             if self.queue.terminated:
-                conn.send({"t": "stopped"})
+                send(conn, fm.Stopped())
                 return
             part.owner = conn
             self._train_conns.add(conn)
         conn.attrs["feed"] = Source(conn, "train", part)
-        conn.send({"t": "ready", "skip": -1 if part.done else part.delivered})
+        send(conn, fm.Ready(-1 if part.done else part.delivered))
 
-    def _on_rows(self, conn: channel.Connection, msg: dict) -> None:
+    def _on_rows(self, conn: channel.Connection, msg: fm.Rows) -> None:
         source: Source | None = conn.attrs.get("feed")
         if source is None:
             raise channel.ChannelError("rows before open")
@@ -198,47 +190,45 @@ class FeedServer:
         if batch is None or batch.num_rows == 0:
             return
         infer = source.mode == "infer"
-        if self.queue.put(Chunk(batch, len(msg["data"]), source if infer else None)) and not infer:
+        if self.queue.put(Chunk(batch, len(msg.data), source if infer else None)) and not infer:
             source.part.delivered += batch.num_rows
 
-    def _on_rows_file(self, conn: channel.Connection, msg: dict) -> None:
+    def _on_rows_file(self, conn: channel.Connection, msg: fm.RowsFile) -> None:
         source: Source | None = conn.attrs.get("feed")
         if source is None or source.mode != "train":
             raise channel.ChannelError("rows_file before open, or while feeding inference")
-        path = _field(msg, "path", str)
         reader: SpillReader | None = conn.attrs.get("spill")
-        if reader is None or reader.path != path:
+        if reader is None or reader.path != msg.path:
             if reader is not None:
                 reader.close()
-            reader = conn.attrs["spill"] = SpillReader(path)
-        batch = reader.batch(_field(msg, "offset", int), _field(msg, "length", int))
-        if self.queue.put(Chunk(batch, msg["length"])):
+            reader = conn.attrs["spill"] = SpillReader(msg.path)
+        batch = reader.batch(msg.offset, msg.length)
+        if self.queue.put(Chunk(batch, msg.length)):
             source.part.delivered += batch.num_rows
-            conn.send({"t": "ok"})
+            send(conn, fm.Ok())
         else:
-            conn.send({"t": "stopped"})
+            send(conn, fm.Stopped())
 
-    def _on_done(self, conn: channel.Connection, msg: dict) -> None:
+    def _on_done(self, conn: channel.Connection, msg: fm.Done) -> None:
         source: Source | None = conn.attrs.get("feed")
         if source is None:
             raise channel.ChannelError("done before open")
         if source.mode == "infer":
             self.queue.mark(PartitionEnd(source))
             return
-        part, rows = source.part, _field(msg, "rows", int)
-        terminated = self.queue.terminated
+        part, terminated = source.part, self.queue.terminated
         with self._cond:
-            if not terminated and part.delivered != rows:
-                conn.send({"t": "error", "message": f"the node holds {part.delivered} rows of this partition but "
-                                                    f"the task fed {rows}: the partition's rows changed between "
-                                                    "attempts; make the data deterministic (sort or cache it)"})
+            if not terminated and part.delivered != msg.rows:
+                send(conn, fm.Error(f"the node holds {part.delivered} rows of this partition but the task fed "
+                                    f"{msg.rows}: the partition's rows changed between attempts; make the data "
+                                    "deterministic (sort or cache it)"))
                 return
             part.done = part.done or not terminated
             part.owner = None
             self._train_conns.discard(conn)
             self._cond.notify_all()
         del conn.attrs["feed"]  # the partition is no longer this connection's to feed
-        conn.send({"t": "ack", "terminated": terminated})
+        send(conn, fm.Ack(terminated))
 
     def _on_close(self, conn: channel.Connection) -> None:
         if (reader := conn.attrs.pop("spill", None)) is not None:
@@ -290,7 +280,7 @@ class FeedServer:
             self._cond.notify_all()
         for conn in conns:
             try:
-                conn.send({"t": "terminated"})
+                send(conn, fm.Terminated())
             except OSError as e:  # that task is gone already
                 log.debug("could not tell a feeding task to stop: %s", e)
         self._emit(self._progress())

@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from ....wire import channel
 from ....wire.errors import DataError, FeedError
+from ....wire.feed import messages as fm
 from ....wire.feed.buffers import binary_array, values_array, without_column
 from ....wire.feed.codec import batch_bytes
 from ....wire.feed.pickled import rdd_batches
@@ -60,7 +61,7 @@ def feed_node(spec: InStage, secret: channel.Secret, run_id: str, task: int, ite
             yield from _feed(spec, secret, task, address, iter(ahead), spill)
         except DataError as e:  # the node's function raises it where it reads, the run's error naming the node
             with contextlib.suppress(OSError):
-                tell(address, secret, {"t": "fail", "message": str(e)})
+                tell(address, secret, fm.Fail(str(e)))
             raise
     finally:
         ahead.close()
@@ -82,13 +83,13 @@ def _feed(spec: InStage, secret: channel.Secret, task: int, address: tuple[str, 
           spill: Spill | None) -> Iterator:
     timeout = spec.timeout + TASK_TIMEOUT_MARGIN
     sample, first = _sample(spec, first)
-    tell(address, secret, {"t": "sample", "pass": "in-stage", "data": sample})
+    tell(address, secret, fm.Sample("in-stage", sample))
     if spec.mode == "infer":
         infer = InferFeed(secret, [address], timeout, keep=list(spec.keep))
         for kept, results in infer.run(task, 0, first):
             out = results if kept is None or not kept.num_columns else _join(kept, results)
             yield result_values(out) if spec.kind == "rdd" else batch_bytes(out).to_pybytes()
-        tell(address, secret, {"t": "end"})
+        tell(address, secret, fm.End())
         return
     fed: list[int] = []
     try:
@@ -103,8 +104,8 @@ def _feed(spec: InStage, secret: channel.Secret, task: int, address: tuple[str, 
                                 "reading the feed (ctx.dataset / DataFeed.next_batch) or is stuck")
             if record["status"] != "fed":  # terminated, or the node is gone: nobody wants more
                 break
-            tell(address, secret, {"t": "epoch_end", "pass": pass_id})
-        tell(address, secret, {"t": "end"})
+            tell(address, secret, fm.EpochEnd(pass_id))
+        tell(address, secret, fm.End())
     except OSError as e:  # the node's process ended while being fed: its own result says how
         log.info("task %d: the node's feed closed while being fed (%s)", task, e)
     yield {"_tfos_summary": True, "task": task, "rows_per_epoch": fed}
