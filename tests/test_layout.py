@@ -201,6 +201,15 @@ def test_the_nodes_child_process_loads_nothing_of_its_barrier_task():
         "task", "child"}
 
 
+def test_the_run_is_the_driver_room_nothing_else_of_the_driver_imports():
+    # run/ assembles the run from the other rooms (diagnosis/, events/, feed/, spark/), which read
+    # what they need of it through protocols of their own (feed/feeder.FedRun, FedNode).
+    run = f"{RUNTIME}.driver.run"
+    wrong = sorted(f"{m} -> {d}" for m, deps in import_graph(_every_import).items()
+                   if _side(m) == "driver" and not _within(m, run) for d in deps if _within(d, run))
+    assert wrong == []
+
+
 def test_the_events_are_a_contract_that_imports_none_of_the_driver():
     # notebook/, tracking/, tensorboard/ and search/ consume runtime/driver/events/; it imports
     # only the protocols it names (wire/), so that a consumer pulls in nothing of the run.

@@ -34,12 +34,19 @@ if TYPE_CHECKING:
     from ...wire.channel import RunSecret
     from ...wire.message import Message
     from ..events import EventStream
-    from ..run.noderecord import NodeRecord
     from ..spark.backend import SparkBackend
 from .data import DataSample, FeedSummary
 
 PROGRESS_EVENT_SECONDS = 5.0
 _NO_REPORT = FeedReport(received=0, consumed=0, buffered=0)
+
+
+class FedNode(Protocol):
+    """What the feeder reads of a node of its run (``run/noderecord.NodeRecord``)."""
+
+    task: int
+    role: str
+    index: int
 
 
 class FedRun(Protocol):
@@ -58,7 +65,7 @@ class FedRun(Protocol):
     def error(self) -> BaseException | None: ...
 
     @property
-    def nodes(self) -> list[NodeRecord]: ...
+    def nodes(self) -> list[FedNode]: ...
 
     @property
     def done(self) -> bool: ...
