@@ -82,7 +82,7 @@ test: $(TEST_STAMP) labext ui-deps fuse stacks
 # where (stacks/table.py, docs/databricks.md), which fails the target if anything failed.
 STACKS ?= dbr-14.3-lts-ml-cpu dbr-15.4-lts-ml-cpu dbr-16.4-lts-ml-cpu dbr-17.3-lts-ml-cpu
 STACK_TESTS := tests/stacks tests/runtime/feed/test_codec.py tests/notebook/test_run_views.py tests/runtime/host/test_versions.py \
-	tests/runtime/driver/diagnosis/test_keras_check.py tests/runtime/node/test_savepoint.py tests/runtime/driver/run/test_resize.py \
+	tests/runtime/driver/diagnosis/test_keras_check.py tests/runtime/node/child/test_savepoint.py tests/runtime/driver/run/test_resize.py \
 	tests/runtime/driver/run/test_decommission.py::test_keras_mwms_saves_at_one_step_and_resumes_there \
 	tests/search/test_space.py tests/search/test_sweep_local.py::test_six_trials_of_two_workers_run_two_at_once_pruned_failed_and_tracked
 

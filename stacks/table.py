@@ -28,7 +28,7 @@ COLUMNS = {
     "feed (Arrow)": [("tests/runtime/feed/test_codec.py", "")],
     "floors": [("tests/runtime/host/test_versions.py", "")],
     "spot (decommission)": [("tests/runtime/driver/run/test_decommission.py", "test_keras_mwms_"),
-                            ("tests/runtime/node/test_savepoint.py", ""), ("tests/runtime/driver/run/test_resize.py", "")],
+                            ("tests/runtime/node/child/test_savepoint.py", ""), ("tests/runtime/driver/run/test_resize.py", "")],
     "sweep (Optuna)": [("tests/search/test_space.py", ""), ("tests/search/test_sweep_local.py", "test_six_")],
 }
 

@@ -13,6 +13,7 @@ import threading
 
 import msgpack
 import pytest
+from fakerun import FakeNode, start
 from fuzzing import (
     HEADER,
     MESSAGE_TYPES,
@@ -26,7 +27,6 @@ from fuzzing import (
 )
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_lifecycle import FakeNode, start
 
 from tfos_notebook.runtime.driver.errors import ChannelError
 from tfos_notebook.runtime.wire import channel, handshake

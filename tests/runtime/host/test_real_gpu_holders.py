@@ -7,7 +7,7 @@ holder). NVML and ``nvidia-smi``'s CSV must both name it with its memory; the sc
 first a leftover and kill it, report the second as foreign and leave it alone; and the memory must
 be free once the leftover is gone. Skipped, with the reason, where no GPU answers (CI never has
 one). Needs only psutil and pytest besides the package, so it runs on a GPU host that has neither
-Spark nor Java: ``python -m pytest --noconftest -p no:cacheprovider tests/runtime/node/test_real_gpu_holders.py``."""
+Spark nor Java: ``python -m pytest --noconftest -p no:cacheprovider tests/runtime/host/test_real_gpu_holders.py``."""
 
 from __future__ import annotations
 

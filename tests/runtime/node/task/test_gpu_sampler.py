@@ -86,7 +86,7 @@ def test_where_no_gpu_answers_nvml_gives_nothing():
     from gpuprobe import no_gpu_reason
 
     if not no_gpu_reason():
-        pytest.skip("an NVIDIA GPU answers here: tests/runtime/node/test_real_gpu_holders.py reads it")
+        pytest.skip("an NVIDIA GPU answers here: tests/runtime/host/test_real_gpu_holders.py reads it")
     assert nvml_stats(["0"]) is None  # no driver, or no nvidia-ml-py
 
 
