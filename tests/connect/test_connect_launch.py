@@ -169,7 +169,7 @@ def test_a_killed_node_is_relaunched_under_a_new_tag_and_resumes_from_the_checkp
 
     from tfos_notebook.runtime.driver.events import FindingRaised, LaunchSubmitted, Step
 
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "runtime"))
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "runtime", "driver", "run"))
     import test_recovery  # its node function: counts steps, checkpoints every 5, resumes with ctx.restore
 
     cloudpickle.register_pickle_by_value(test_recovery)

@@ -109,7 +109,8 @@ def chaos() -> None:
     from tfos_notebook import Run
     from tfos_notebook.runtime.driver.events import Step
 
-    sys.path.insert(0, os.path.join(os.path.dirname(EXAMPLES), "tests", "runtime"))
+    tests = os.path.join(os.path.dirname(EXAMPLES), "tests")
+    sys.path[:0] = [os.path.join(tests, "runtime", "driver", "run"), tests]  # test_recovery, and its procs
     import test_recovery  # its node function: counts steps, checkpoints every 5, resumes with ctx.restore
 
     cloudpickle.register_pickle_by_value(test_recovery)  # Spark's pickler: executors cannot import it
