@@ -5,9 +5,10 @@ The names below are imported on first use, so that a node's child process, which
 ``runtime.node.child``, loads neither pyspark nor the driver's modules.
 
 The runtime is split by where its code runs: ``driver/`` in the driver's process (the notebook
-kernel or script), ``node/`` on the executors (each node's barrier task and its child process), and
-``wire/`` what both ends share (the control protocol, the errors both raise, the data feed's framing).
-``node/`` and ``driver/`` import nothing of each other; both import ``wire/``.
+kernel or script), ``node/`` on the executors (``task/`` in Spark's Python worker, ``child/`` in the
+node's own process), ``wire/`` the protocols both ends speak, and ``host/`` what one host has and
+does, for every process. ``node/`` and ``driver/`` import nothing of each other; both import
+``wire/`` and ``host/``.
 """
 
 from __future__ import annotations

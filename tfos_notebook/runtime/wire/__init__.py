@@ -1,4 +1,5 @@
-"""What both ends of a run share: the authenticated control channel (``channel``) and its typed
-messages (``messages``, ``checks``), the errors both raise, bounded waits (``timeouts``), process
-groups (``procs``), tailing files (``filetail``), and the host scans both ends make (``orphans``,
-``gpus``). Imports nothing of ``driver/`` or ``node/``."""
+"""The protocols both ends of a run speak: the authenticated control channel (``channel``,
+``handshake``, ``tls``), one way to declare a message (``message``, ``checks``) and the control
+messages (``messages``: ``reports`` and ``orders``), a node's return value (``values``), the plan
+the driver ships (``plan``, ``barrier``), node states and the errors both raise; ``feed/`` is the
+data feed's. Imports nothing of ``driver/`` or ``node/``; of the runtime, only ``host/``."""
